@@ -1,0 +1,62 @@
+# llmfleet.vllm — the README's two commands: `make demo` and `make test`.
+# Each target does all of its own set-up on a fresh Debian 12 machine: the virtualenv, a Docker
+# engine (Debian's docker.io, dockerd started when none answers), and the test-bed images, which are
+# cached by a content hash of their recipe (a second run rebuilds nothing).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON    ?= python3
+VENV      := .venv
+BIN       := $(VENV)/bin
+CACHE     := .cache
+TESTBED   := $(CACHE)/testbed.env
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Molecule scenarios run by `make test`, in this order (the end-to-end spine last: it is the longest).
+SCENARIOS ?= $(shell ls -d molecule/*/ 2>/dev/null | xargs -rn1 basename | grep -vx default) $(if $(wildcard molecule/default),default)
+
+.PHONY: help venv testbed lint unit molecule integration test demo build clean
+help:
+	@echo "make demo   - serve the tiny test model on a local test host (no GPU) and print the endpoint"
+	@echo "make test   - lint (ansible-lint production), unit tests, Molecule scenarios, integration tests"
+	@echo "make build  - build the collection tarball (ansible-galaxy collection build)"
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip setuptools wheel
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+# Docker engine + test-bed images + local registry; writes the addresses tests need into $(TESTBED).
+testbed: venv
+	tests/testbed/up.sh $(TESTBED)
+
+lint: venv
+	$(BIN)/ansible-lint --profile production
+
+unit: venv
+	$(BIN)/pytest -q tests/unit
+
+molecule: testbed
+	set -a; . $(TESTBED); set +a; \
+	for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; $(BIN)/molecule test -s $$s; done
+
+integration: testbed
+	set -a; . $(TESTBED); set +a; $(BIN)/pytest -q tests/integration
+
+test: lint unit molecule integration
+
+build: venv
+	mkdir -p $(CACHE)/dist
+	$(BIN)/ansible-galaxy collection build --force --output-path $(CACHE)/dist .
+
+demo: testbed
+	set -a; . $(TESTBED); set +a; tests/testbed/demo.sh
+
+clean:
+	-for s in $(SCENARIOS); do $(BIN)/molecule destroy -s $$s; done
