@@ -39,6 +39,7 @@ ARCH = {
     "vocab_size": VOCAB_SIZE,
     "max_position_embeddings": 4096,
     "tie_word_embeddings": False,
+    "norm_topk_prob": True,  # as in the published Qwen3-MoE configs
 }
 # Split so that shard verification has more than one file to check (the weights are about 3.5 MB).
 MAX_SHARD_SIZE = "1MB"
@@ -75,6 +76,23 @@ def build_tokenizer():
     )
 
 
+def check(out, ids):
+    """Load the result back the way a server does and fail loudly on any mismatch with the contract."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    cfg = AutoConfig.from_pretrained(out)
+    for key, want in ARCH.items():
+        got = getattr(cfg, key)
+        if got != want:
+            sys.exit(f"make_tiny_model: config {key} is {got!r}, want {want!r}")
+    tok = AutoTokenizer.from_pretrained(out)
+    prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    if prompt != "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n":
+        sys.exit(f"make_tiny_model: chat template renders {prompt!r}")
+    if tok.eos_token_id != ids["<|im_end|>"] or len(tok) > VOCAB_SIZE:
+        sys.exit(f"make_tiny_model: tokenizer eos {tok.eos_token_id}, size {len(tok)}")
+
+
 def main(out):
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -97,13 +115,28 @@ def main(out):
     )
     model.save_pretrained(out, max_shard_size=MAX_SHARD_SIZE, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    # Readers that predate transformers 5 look for "torch_dtype" (the published Qwen configs carry it).
+    # Keys as the published Qwen checkpoints spell them, for readers that do not go through transformers 5
+    # (which writes dtype / num_local_experts / rope_parameters): the planner reads config.json directly.
     cfg_path = out / "config.json"
     cfg = json.loads(cfg_path.read_text())
     cfg.setdefault("torch_dtype", "bfloat16")
+    cfg.setdefault("num_experts", ARCH["num_experts"])
+    cfg.setdefault("rope_theta", cfg.get("rope_parameters", {}).get("rope_theta", 10000.0))
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    # The chat template inside tokenizer_config.json (one copy, readable by transformers 4 and 5), and a
+    # tokenizer class that both resolve.
+    tc_path = out / "tokenizer_config.json"
+    tc = json.loads(tc_path.read_text())
+    tc["chat_template"] = CHAT_TEMPLATE
+    tc["tokenizer_class"] = "PreTrainedTokenizerFast"
+    tc.pop("backend", None)
+    tc_path.write_text(json.dumps(tc, indent=2, sort_keys=True) + "\n")
+    (out / "chat_template.jinja").unlink(missing_ok=True)
     if not (out / "model.safetensors.index.json").exists():
         sys.exit("make_tiny_model: weights were not sharded (no model.safetensors.index.json)")
+    for path in out.iterdir():
+        path.chmod(0o644)  # safetensors writes 0600; the serving container may run as another user
+    check(out, ids)
     params = sum(p.numel() for p in model.parameters())
     print(json.dumps({"out": str(out), "parameters": params, "tokenizer_tokens": len(tokenizer), "special_ids": ids,
                       "files": sorted(os.listdir(out))}))
