@@ -10,6 +10,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import (
     VllmArgsError,
     merge_vllm_args,
     render_vllm_args,
+    replica_specs,
 )
 
 DOCUMENTATION_VLLM_ARGV = """
@@ -35,6 +36,14 @@ def vllm_args_merge(base, *overrides):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def vllm_replicas(plan_replicas, accelerator="gpu", port_base=8000):
+    try:
+        return replica_specs(plan_replicas, accelerator, port_base)
+    except VllmArgsError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
 class FilterModule:
     def filters(self):
-        return {"vllm_argv": vllm_argv, "vllm_args_merge": vllm_args_merge}
+        return {"vllm_argv": vllm_argv, "vllm_args_merge": vllm_args_merge,
+                "vllm_replicas": vllm_replicas}

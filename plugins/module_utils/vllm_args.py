@@ -88,3 +88,22 @@ def merge_vllm_args(*layers):
         for key, value in (layer or {}).items():
             merged[flag_name(key)] = value
     return merged
+
+
+def replica_specs(plan_replicas, accelerator="gpu", port_base=8000):
+    """One serving replica per GPU group of the plan: [{name, port, gpus}].
+
+    ``plan_replicas`` is the plan's ``replicas`` (a list of GPU-index lists). The ``cpu`` profile runs
+    a single replica without GPUs. Without a plan on a GPU host, one replica on GPU 0.
+    """
+    if accelerator == "cpu":
+        return [{"name": "0", "port": int(port_base), "gpus": []}]
+    if accelerator != "gpu":
+        raise VllmArgsError("accelerator must be 'gpu' or 'cpu', got %r" % (accelerator,))
+    groups = plan_replicas if plan_replicas else [[0]]
+    specs = []
+    for index, gpus in enumerate(groups):
+        if not isinstance(gpus, (list, tuple)) or not gpus or not all(isinstance(g, int) and g >= 0 for g in gpus):
+            raise VllmArgsError("replica %d: expected a non-empty list of GPU indices, got %r" % (index, gpus))
+        specs.append({"name": str(index), "port": int(port_base) + index, "gpus": list(gpus)})
+    return specs

@@ -56,3 +56,23 @@ def test_merge_later_layer_wins_across_spellings():
     merged = merge_vllm_args({"max_model_len": 1, "enforce-eager": True}, {"max-model-len": 2, "enforce_eager": None})
     assert merged == {"max-model-len": 2, "enforce-eager": None}
     assert render_vllm_args(merged) == ["--max-model-len", "2"]
+
+
+def test_one_replica_per_planned_gpu_group_with_consecutive_ports():
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import replica_specs
+    assert replica_specs([[0, 1], [2, 3]], "gpu", 9000) == [
+        {"name": "0", "port": 9000, "gpus": [0, 1]},
+        {"name": "1", "port": 9001, "gpus": [2, 3]},
+    ]
+
+
+def test_cpu_profile_runs_one_replica_without_gpus():
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import replica_specs
+    assert replica_specs([[0], [1]], "cpu", 8000) == [{"name": "0", "port": 8000, "gpus": []}]
+
+
+@pytest.mark.parametrize("bad", [[[]], [["a"]], [[-1]], ["0"]])
+def test_malformed_plan_replicas_are_refused(bad):
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import replica_specs
+    with pytest.raises(VllmArgsError, match="replica 0"):
+        replica_specs(bad, "gpu")
