@@ -23,4 +23,4 @@ for unit in systemd-resolved.service systemd-timesyncd.service getty.target cons
 done
 echo 'llmfleet-testhost' > "$root/etc/hostname"
 tar -C "$root" -c . | docker import -c 'CMD ["/lib/systemd/systemd"]' -c 'ENV container=docker' \
-  -c 'STOPSIGNAL SIGRTMIN+3' - "$ref" >/dev/null
+  - "$ref" >/dev/null
