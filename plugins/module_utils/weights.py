@@ -34,6 +34,8 @@ TOKENIZER_ALTERNATIVES = (
 )
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+# ModelScope downloads a big file as parallel range parts named <target>_<start>_<end>.
+PART_SUFFIX_RE = re.compile(r"^_\d+_\d+$")
 
 
 # ---------------------------------------------------------------- revisions and patterns

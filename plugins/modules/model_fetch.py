@@ -284,6 +284,21 @@ def incomplete_files(root):
     return found
 
 
+def part_files(root, paths):
+    """ModelScope's parallel range parts of big files: <target>_<start>_<end> beside the target."""
+    found = []
+    for rel in paths:
+        full = os.path.join(root, rel)
+        base = os.path.basename(full) + "_"
+        try:
+            names = os.listdir(os.path.dirname(full))
+        except OSError:
+            continue
+        found.extend(os.path.join(os.path.dirname(full), n) for n in names
+                     if n.startswith(base) and W.PART_SUFFIX_RE.match(n[len(base) - 1:]))
+    return found
+
+
 def _read_json(path, default):
     try:
         with open(path) as f:
@@ -322,7 +337,7 @@ class Progress(threading.Thread):
                 done += min(self.sizes[p], os.path.getsize(os.path.join(self.staging, p)))
             except OSError:
                 pass
-        for f in incomplete_files(self.staging):
+        for f in incomplete_files(self.staging) + part_files(self.staging, self.to_fetch):
             try:
                 done += os.path.getsize(f)
             except OSError:
@@ -686,6 +701,7 @@ def run(module):
     result["refetched"] = sorted(set(result["refetched"] + bad))
     result["files_reused"] = sorted(set(result["files_reused"]) - set(bad))
     fetch = sorted(set(plan_fetch + bad))
+    result["files_to_fetch"], result["bytes_to_fetch"] = fetch, sum(sizes[x] for x in fetch)
     if src == "local" and in_place and fetch:
         raise FetchError("%s is incomplete or damaged: %s" % (staging, ", ".join(fetch[:10])))
 
@@ -747,7 +763,7 @@ def run(module):
             shutil.rmtree(path)
         elif os.path.exists(path):
             os.unlink(path)
-    for f in incomplete_files(staging):
+    for f in incomplete_files(staging) + part_files(staging, [m["path"] for m in manifest]):
         os.unlink(f)
     _write_json(os.path.join(staging, W.MARKER_NAME), {
         "identity": identity, "files": manifest, "verified_at": time.time(),
