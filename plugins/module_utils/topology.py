@@ -632,3 +632,117 @@ def _same_bus(x, y):
             parts[0] = parts[0][-4:]
         return ":".join(parts)
     return bool(x) and norm(x) == norm(y)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Orchestration: which source to read.  I/O is injected so tests can replay real captures.
+# --------------------------------------------------------------------------------------------------------
+
+QUERY_FIELDS = "index,name,uuid,memory.total,pci.bus_id,driver_version,compute_cap,mig.mode.current"
+SMI_SEARCH_DIRS = ("/usr/local/nvidia/bin", "/usr/bin")
+
+
+class GpuFactsError(RuntimeError):
+    """gpu_facts cannot read the GPUs; the message says why and what to do."""
+
+
+def find_nvidia_smi(path_env, explicit=None, is_exe=None):
+    """Locate nvidia-smi: ``explicit`` if given, else PATH, then /usr/local/nvidia/bin and /usr/bin."""
+    import os
+    is_exe = is_exe or (lambda p: os.path.isfile(p) and os.access(p, os.X_OK))
+    if explicit:
+        if not is_exe(explicit):
+            raise GpuFactsError("nvidia_smi_path %s is not an executable file" % explicit)
+        return explicit
+    for d in [p for p in (path_env or "").split(os.pathsep) if p] + list(SMI_SEARCH_DIRS):
+        cand = os.path.join(d, "nvidia-smi")
+        if is_exe(cand):
+            return cand
+    return None
+
+
+def sysfs_pci_path(bus_id):
+    """'00000000:00:06.0' (NVML / nvidia-smi) -> '/sys/bus/pci/devices/0000:00:06.0'."""
+    parts = (bus_id or "").lower().split(":")
+    if len(parts) == 3:
+        parts[0] = parts[0][-4:]
+    return "/sys/bus/pci/devices/" + ":".join(parts)
+
+
+def collect_gpu_facts(run, smi, use_nvml="auto", import_nvml=None, nvswitch_devices=(), read_numa=None):
+    """Read the GPUs.
+
+    run(argv) -> (rc, stdout, stderr); smi: nvidia-smi path or None; use_nvml: 'auto' | 'true' | 'false';
+    import_nvml() -> the pynvml module (raises when unavailable); nvswitch_devices: entries of
+    /proc/driver/nvidia-nvswitch/devices; read_numa(bus_id) -> int or None.
+    Returns (gpu_facts, raw) where raw holds the command outputs that were read.
+    """
+    raw = {}
+    warnings = []
+
+    def smi_run(args, required):
+        rc, out, err = run([smi] + args)
+        raw[" ".join(args)] = out if rc == 0 else "rc=%d\n%s%s" % (rc, out, err)
+        if rc != 0:
+            msg = "nvidia-smi %s failed (rc=%d): %s" % (" ".join(args), rc, (err or out).strip()[:500])
+            if required:
+                raise GpuFactsError(msg)
+            warnings.append(msg)
+            return None
+        return out
+
+    smi_links = None
+    topo_text = None
+    if smi:
+        topo_text = smi_run(["topo", "-m"], required=(use_nvml == "false"))
+        if topo_text:
+            try:
+                smi_links = parse_topo_matrix(topo_text)["links"]
+            except TopologyParseError as e:
+                if use_nvml == "false":
+                    raise
+                warnings.append(str(e))
+
+    nvswitch = bool(list(nvswitch_devices))
+    if use_nvml in ("auto", "true"):
+        try:
+            if import_nvml is None:
+                raise ImportError("no NVML binding")
+            nvml = import_nvml()
+            facts = read_nvml(nvml, smi_links=smi_links)
+            facts["nvswitch"] = nvswitch
+            if topo_text and smi_links is not None:
+                topo = parse_topo_matrix(topo_text)
+                by_idx = {g["index"]: g for g in topo["gpus"]}
+                facts["nics"] = topo["nics"]
+                for g in facts["gpus"]:
+                    t = by_idx.get(g["index"], {})
+                    g["cpu_affinity"] = t.get("cpu_affinity")
+                    if g["numa_node"] is None:
+                        g["numa_node"] = t.get("numa_node")
+            for g in facts["gpus"]:
+                if g["numa_node"] is None and read_numa:
+                    n = read_numa(g["pci_bus_id"])
+                    g["numa_node"] = n if n is not None and n >= 0 else None
+            facts["warnings"] = warnings + facts["warnings"]
+            return facts, raw
+        except Exception as e:  # NVML missing, driver mismatch, library not found ...
+            if use_nvml == "true":
+                raise GpuFactsError("NVML could not read the GPUs (use_nvml: true): %s: %s" % (type(e).__name__, e))
+            warnings.append("NVML unavailable (%s: %s); read nvidia-smi instead" % (type(e).__name__, e))
+
+    if not smi:
+        raise GpuFactsError("neither NVML nor nvidia-smi could be used: nvidia-smi is not in PATH, "
+                            "/usr/local/nvidia/bin or /usr/bin; install the NVIDIA driver or set nvidia_smi_path")
+    if topo_text is None:
+        topo_text = smi_run(["topo", "-m"], required=True)
+    query = smi_run(["--query-gpu=" + QUERY_FIELDS, "--format=csv"], required=True)
+    xml_text = smi_run(["-q", "-x"], required=False)
+    nvlink_text = smi_run(["nvlink", "-s"], required=False)
+    numa = {}
+    if read_numa:
+        gpus, _ = parse_query_csv(query)
+        numa = {(g["pci_bus_id"] or "").lower(): read_numa(g["pci_bus_id"]) for g in gpus}
+    facts = gpu_facts_from_smi(query, topo_text, xml_text, nvlink_text, nvswitch_devices, numa)
+    facts["warnings"] = warnings + facts["warnings"]
+    return facts, raw
