@@ -260,8 +260,9 @@ class FakeNvml:
         return i
 
     def nvmlDeviceGetPciInfo(self, h):
-        class P:
+        class P:  # what pynvml returns on the H200 host: both spellings
             busId = b"00000000:00:0%d.0" % (6 + h)
+            busIdLegacy = b"0000:00:0%d.0" % (6 + h)
         return P()
 
     def nvmlDeviceGetCudaComputeCapability(self, h):
