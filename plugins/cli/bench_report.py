@@ -70,7 +70,26 @@ def plan_with_result_facts(plan: dict, named_results: list[tuple[str, dict]]) ->
     return plan
 
 
-def draw_plots(rows, out: Path, slos: dict, before_rows=None) -> list[tuple[str, str]]:
+def plan_caption(plan: dict, rows: list[dict]) -> str:
+    """One line under each plot, so that a PNG seen on its own still says what was measured."""
+    parts = [str(plan.get("served_model_name") or plan.get("model") or "")]
+    layout = []
+    for key, short in (("tensor_parallel_size", "TP"), ("data_parallel_size", "DP"), ("replicas", "replicas ")):
+        if plan.get(key) not in (None, ""):
+            layout.append(f"{short}{plan[key]}" if short != "replicas " else f"{plan[key]} replica(s)")
+    if layout:
+        parts.append(" ".join(layout))
+    if plan.get("accelerator"):
+        parts.append(str(plan["accelerator"]).upper())
+    image = str(plan.get("image") or "")
+    if image:
+        parts.append(image.split("/")[-1].split("@")[0] + (" (pinned by digest)" if "@sha256:" in image else ""))
+    if rows and rows[0].get("input_len") and rows[0].get("output_len"):
+        parts.append("%d in / %d out tokens" % (rows[0]["input_len"], rows[0]["output_len"]))
+    return "  \u00b7  ".join(p for p in parts if p)
+
+
+def draw_plots(rows, out: Path, slos: dict, before_rows=None, caption: str = "") -> list[tuple[str, str]]:
     """throughput.png and latency.png; returns [(title, file name)] for the report."""
     import matplotlib
 
@@ -100,7 +119,7 @@ def draw_plots(rows, out: Path, slos: dict, before_rows=None) -> list[tuple[str,
     x, y = series(rows, "output_throughput")
     ax.plot(x, y, marker="o", linewidth=2, color="tab:blue", label="this run")
     for xi, yi in zip(x, y):
-        ax.annotate(f"{yi:.0f}", (xi, yi), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=9)
+        ax.annotate(f"{yi:.3g}", (xi, yi), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=9)
     if before_rows:
         bx, by = series(before_rows, "output_throughput")
         ax.plot(bx, by, marker="s", linestyle="--", color="tab:gray", label="before")
@@ -108,7 +127,9 @@ def draw_plots(rows, out: Path, slos: dict, before_rows=None) -> list[tuple[str,
     axis(ax, "output tokens / s")
     ax.set_title("Output throughput vs concurrency")
     ax.set_ylim(top=max(y + [0]) * 1.18 or 1)
-    fig.tight_layout()
+    if caption:
+        fig.text(0.5, 0.01, caption, ha="center", fontsize=8, color="dimgray")
+    fig.tight_layout(rect=(0, 0.04 if caption else 0, 1, 1))
     fig.savefig(out / "throughput.png")
     plt.close(fig)
     plots.append(("Output throughput vs concurrency", "throughput.png"))
@@ -131,7 +152,9 @@ def draw_plots(rows, out: Path, slos: dict, before_rows=None) -> list[tuple[str,
         axis(ax, "milliseconds")
         ax.set_title(f"{title} (p50 / p99)")
         ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
+    if caption:
+        fig.text(0.5, 0.01, caption, ha="center", fontsize=8, color="dimgray")
+    fig.tight_layout(rect=(0, 0.04 if caption else 0, 1, 1))
     fig.savefig(out / "latency.png")
     plt.close(fig)
     plots.append(("Latency vs concurrency: TTFT and ITL, p50 and p99", "latency.png"))
@@ -149,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plan", help="plan JSON (default: RESULTS_DIR/plan.json when present)")
     parser.add_argument("--compare", metavar="BEFORE_DIR", help="results of an earlier run: print after/before ratios")
     parser.add_argument("--title", default=None, help="report title")
+    parser.add_argument("--note", action="append", default=[], help="a line to print under the headline (repeatable)")
     parser.add_argument("--fail-on-slo", action="store_true", help="exit 1 when any level misses an objective")
     return parser
 
@@ -172,10 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     comparison = bench.compare_rows(before_rows, rows) if before_rows is not None else None
 
     out.mkdir(parents=True, exist_ok=True)
-    plots = draw_plots(rows, out, slos, before_rows)
+    plots = draw_plots(rows, out, slos, before_rows, caption=plan_caption(plan, rows))
     title = args.title or "Benchmark: %s" % (plan.get("served_model_name") or plan.get("model") or "vLLM")
     report = bench.markdown_report(rows, verdicts, plan=plan, plots=plots, title=title, comparison=comparison,
-                                   slos=slos)
+                                   slos=slos, notes=args.note)
     (out / "README.md").write_text(report, encoding="utf-8")
     summary = {"plan": plan, "slos": slos, "rows": rows, "verdicts": verdicts, "comparison": comparison}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")

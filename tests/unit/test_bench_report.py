@@ -146,3 +146,58 @@ def test_headline_when_nothing_passes():
     rows = br.rows_from_results([("1", result(1, ttft=(500, 900)))])
     md = br.markdown_report(rows, br.slo_verdicts(rows, {"ttft_p99_ms": 300}))
     assert "not met even at the lowest concurrency (1)" in md
+
+
+# --- the report CLI (plugins/cli/bench_report.py): real files in, real PNGs out -------------------
+def cli():
+    from ansible_collections.llmfleet.vllm.plugins.cli import bench_report as cli_module
+    return cli_module
+
+
+def copy_fixtures(dest):
+    dest.mkdir(parents=True)
+    for path in FIXTURES.glob("concurrency-*.json"):
+        (dest / path.name).write_text(path.read_text())
+    return dest
+
+
+def test_cli_renders_report_plots_and_summary(tmp_path, capsys):
+    results = copy_fixtures(tmp_path / "run")
+    (results / "plan.json").write_text(json.dumps({"image": "reg/vllm-cpu@sha256:abc", "tensor_parallel_size": 1}))
+    assert cli().main([str(results), "--out", str(tmp_path / "report"), "--slo", "ttft_p99_ms=100000"]) == 0
+    out = tmp_path / "report"
+    for png in ("throughput.png", "latency.png"):
+        data = (out / png).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+    report = (out / "README.md").read_text()
+    assert "`reg/vllm-cpu@sha256:abc`" in report and "![" in report
+    assert "Every concurrency level met its objectives" in report
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["concurrency"] for r in summary["rows"]] == sorted(r["concurrency"] for r in summary["rows"])
+    assert "all levels pass" in capsys.readouterr().out
+
+
+def test_cli_fail_on_slo_exits_1_when_an_objective_is_missed(tmp_path):
+    results = copy_fixtures(tmp_path / "run")
+    # an objective no real server meets: first token within 0.001 ms
+    assert cli().main([str(results), "--out", str(tmp_path / "r"), "--slo", "ttft_p99_ms=0.001", "--fail-on-slo"]) == 1
+    assert cli().main([str(results), "--out", str(tmp_path / "r"), "--slo", "ttft_p99_ms=0.001"]) == 0
+
+
+def test_cli_compare_prints_ratios_between_two_runs(tmp_path, capsys):
+    before = copy_fixtures(tmp_path / "before")
+    after = copy_fixtures(tmp_path / "after")
+    doc = json.loads((after / "concurrency-1.json").read_text())
+    doc["output_throughput"] *= 2
+    (after / "concurrency-1.json").write_text(json.dumps(doc))
+    assert cli().main([str(after), "--compare", str(before)]) == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if l.strip().startswith("output_throughput"))
+    assert "2.00x" in line and "better" in line
+    assert "## Compared with the previous run" in (after / "README.md").read_text()
+
+
+def test_cli_refuses_a_directory_without_results(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli().main([str(tmp_path / "empty")]) == 2
+    assert "no benchmark results found" in capsys.readouterr().err
