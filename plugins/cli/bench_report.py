@@ -151,7 +151,9 @@ def draw_plots(rows, out: Path, slos: dict, before_rows=None, caption: str = "")
                             textcoords="offset points", xytext=(0, 4), fontsize=8)
         axis(ax, "milliseconds")
         ax.set_title(f"{title} (p50 / p99)")
-        ax.legend(loc="upper left", fontsize=8)
+        # headroom above the highest point, so that the legend never sits on a line
+        ax.set_ylim(top=max([line_y for line in ax.get_lines() for line_y in line.get_ydata()] + [1]) * 1.25)
+        ax.legend(loc="upper left", fontsize=8, ncol=2)
     if caption:
         fig.text(0.5, 0.01, caption, ha="center", fontsize=8, color="dimgray")
     fig.tight_layout(rect=(0, 0.04 if caption else 0, 1, 1))

@@ -430,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     started = time.monotonic()
     warnings = []
+    status, rc = "error", 1
     try:
         result = ansible_runner.run(
             private_data_dir=str(private_data_dir),
@@ -449,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
             timeout=args.timeout,
         )
         status, rc = result.status, result.rc
+    except Exception as exc:  # ansible-runner could not start the run: report it like a failed run
+        stdout_lines.append(f"ansible-runner failed before the playbook ran: {type(exc).__name__}: {exc}")
     finally:
         elapsed = time.monotonic() - started
         signal.signal(signal.SIGTERM, previous)

@@ -247,6 +247,10 @@ def fmt(value, digits=1):
     return "%.*f" % (digits, value)
 
 
+def _fmt_sig(value):
+    return "\u2014" if value is None else "%.4g" % value
+
+
 def _fmt_ratio(ratio):
     return "\u2014" if ratio is None else "%.2fx" % ratio
 
@@ -306,7 +310,7 @@ def comparison_table(comparison):
     for level in comparison["levels"]:
         for f in level["fields"]:
             mark = "" if f["better"] is None else ("better" if f["better"] else "worse")
-            body.append([level["concurrency"], f["field"], fmt(f["before"]), fmt(f["after"]),
+            body.append([level["concurrency"], f["field"], _fmt_sig(f["before"]), _fmt_sig(f["after"]),
                          _fmt_ratio(f["ratio"]), mark])
     return markdown_table(["concurrency", "metric", "before", "after", "after/before", ""], body,
                           ["---:", ":---", "---:", "---:", "---:", ":---"])
@@ -324,7 +328,10 @@ PLAN_FIELDS = (
     ("target", "Benchmarked endpoint"),
     ("backend", "Bench backend / endpoint"),
     ("dataset", "Workload"),
-    ("bench_command", "Bench command (one level)"),
+    ("concurrency", "Concurrency sweep"),
+    ("benchmarked_from", "Client ran on"),
+    ("date", "Measured"),
+    ("run_id", "Run id"),
 )
 
 
@@ -395,7 +402,7 @@ def comparison_text(comparison):
         lines.append("concurrency %d" % level["concurrency"])
         for f in level["fields"]:
             mark = "" if f["better"] is None else ("  better" if f["better"] else "  WORSE")
-            lines.append("  %-20s %12s -> %12s  %8s%s" % (f["field"], fmt(f["before"]), fmt(f["after"]),
+            lines.append("  %-20s %12s -> %12s  %8s%s" % (f["field"], _fmt_sig(f["before"]), _fmt_sig(f["after"]),
                                                         _fmt_ratio(f["ratio"]), mark))
     if comparison["only_before"] or comparison["only_after"]:
         lines.append("levels in only one run: before %s, after %s" % (comparison["only_before"], comparison["only_after"]))
