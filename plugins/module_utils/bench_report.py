@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import math
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -324,6 +325,7 @@ PLAN_FIELDS = (
     ("tensor_parallel_size", "Tensor parallel (TP)"),
     ("data_parallel_size", "Data parallel (DP)"),
     ("replicas", "Replicas"),
+    ("layout", "Layout"),
     ("key_flags", "Key server flags"),
     ("target", "Benchmarked endpoint"),
     ("backend", "Bench backend / endpoint"),
@@ -335,12 +337,41 @@ PLAN_FIELDS = (
 )
 
 
+def flags_text(vllm_args):
+    """vLLM flags as the plan holds them (a dict: True -> --flag, False -> --no-flag, None -> omitted,
+    dict -> JSON, list -> repeated) or an argv list, as one line."""
+    if isinstance(vllm_args, (list, tuple)):
+        return " ".join(str(v) for v in vllm_args)
+    if not isinstance(vllm_args, dict):
+        return str(vllm_args)
+    words = []
+    for key in sorted(vllm_args):
+        value = vllm_args[key]
+        flag = "--" + str(key).replace("_", "-")
+        if value is None:
+            continue
+        if value is True:
+            words.append(flag)
+        elif value is False:
+            words.append("--no-" + flag[2:])
+        elif isinstance(value, dict):
+            words += [flag, json.dumps(value, sort_keys=True, separators=(",", ":"))]
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                words += [flag, str(item)]
+        else:
+            words += [flag, str(value)]
+    return " ".join(words)
+
+
 def plan_lines(plan):
     lines = []
     for key, title in PLAN_FIELDS:
         value = plan.get(key)
-        if value in (None, "", []):
+        if value in (None, "", [], {}):
             continue
+        if key == "key_flags":
+            value = flags_text(value)
         if isinstance(value, (list, tuple)):
             value = " ".join(str(v) for v in value)
         lines.append("| %s | `%s` |" % (title, str(value).replace("|", "\\|")))

@@ -1,5 +1,7 @@
-"""Make `ansible_collections.llmfleet.vllm` importable: it is this checkout (collections/ links back)."""
+"""Make `ansible_collections.llmfleet.vllm` importable from this checkout (collections/ links back here)."""
+import os
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "collections"))
+COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "collections")
+if COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)

@@ -201,3 +201,11 @@ def test_cli_refuses_a_directory_without_results(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert cli().main([str(tmp_path / "empty")]) == 2
     assert "no benchmark results found" in capsys.readouterr().err
+
+
+def test_plan_flags_render_from_the_planners_dict_form():
+    flags = {"max_model_len": 32768, "enable_expert_parallel": True, "enable_prefix_caching": False,
+             "quantization": None, "compilation_config": {"mode": 3}, "middleware": ["a", "b"]}
+    assert br.flags_text(flags) == ('--compilation-config {"mode":3} --enable-expert-parallel '
+                                    '--no-enable-prefix-caching --max-model-len 32768 --middleware a --middleware b')
+    assert br.flags_text(["--enforce-eager", "--max-model-len", "512"]) == "--enforce-eager --max-model-len 512"
