@@ -382,7 +382,7 @@ class Progress(threading.Thread):
 class StreamHasher(threading.Thread):
     """Hashes LFS files WHILE the client writes them, so verification adds no tail after the download.
 
-    It follows the client's partial file (huggingface_hub: .cache/huggingface/download/<h>.<sha256>.incomplete;
+    It follows the client's partial file (huggingface_hub: .cache/huggingface/download/<h>.<sha256>[.<uuid8>].incomplete;
     modelscope: <target>.incomplete) through an open descriptor, and hands a digest over only when the
     final file at <target> is the very inode it read, with the expected size, and was never truncated.
     Anything else (restarts, ModelScope's parallel range parts, files finished before it looked) falls back
@@ -402,10 +402,10 @@ class StreamHasher(threading.Thread):
         if os.path.exists(ms):
             return ms
         hf_dir = os.path.join(self.staging, ".cache", "huggingface", "download")
-        needle = "." + entry["sha256"] + ".incomplete"
+        needle = "." + entry["sha256"] + "."  # <h>.<etag>[.<uuid8>].incomplete: the etag of an LFS file is its sha256
         for dirpath, _d, files in os.walk(hf_dir):
             for name in files:
-                if name.endswith(needle):
+                if needle in name and name.endswith(".incomplete"):
                     return os.path.join(dirpath, name)
         return None
 
