@@ -99,8 +99,10 @@ def validate_argv(argv, flags):
         name = normalize_flag(token)
         if name in flags:
             continue
+        if token.startswith("-O") and not token.startswith("--") and "--optimization-level" in flags:
+            continue  # vLLM rewrites -O, -O3, -O=3 to --optimization-level before parsing
         if not token.startswith("--"):
-            # "-O3", "-O=3", "-Odecode": a known single-letter short option with an attached value.
+            # "-q8"-style: a known single-letter short option with an attached value (argparse accepts it).
             short = token[:2]
             if short in flags and len(token) > 2:
                 continue

