@@ -368,7 +368,7 @@ SIGNATURES = [
         "confidence": 80,
         "patterns": [r"^\[llmfleet\] container (?P<container>\S+) was OOM-killed"],
         "diagnosis": "The kernel killed the container for host RAM (not GPU memory).",
-        "fix": "Give the host more free RAM or lower what vLLM keeps in RAM (--swap-space, --cpu-offload-gb, "
+        "fix": "Give the host more free RAM or lower what vLLM keeps in RAM (--cpu-offload-gb, "
                "the CPU backend's KV cache size); check `dmesg` for the OOM report.",
         "source": "docker inspect State.OOMKilled",
     },
@@ -700,19 +700,39 @@ def model_dir_lines(model_dir, files):
 
 
 def context_from_plan(plan):
-    """Context values from the plan fact: top-level keys and a `suggestions` (or `fallback`) dict."""
+    """Context values from the plan fact (llmfleet_plan, made by the vllm_plan module).
+
+    The plan's own values (max_model_len, max_num_seqs, gpu_memory_utilization, min_vllm_version, model)
+    are copied; its `suggestions` (a list of {set: {...}, text}, present when the plan did not fit) give
+    suggested_<key> values. Where the plan suggests nothing for a knob, the next conservative step from
+    the planned value is offered (utilization - 0.05, half the context, half the sequences), so a fix
+    names a number the user can try.
+    """
     plan = plan or {}
     ctx = {}
     for key in ("served_model_name", "min_vllm_version", "image", "max_model_len",
                 "gpu_memory_utilization", "max_num_seqs", "vllm_version"):
         if plan.get(key) not in (None, ""):
             ctx[key] = plan[key]
-    for section in ("suggestions", "fallback"):
-        sug = plan.get(section) or {}
-        if isinstance(sug, dict):
-            for key in ("gpu_memory_utilization", "max_model_len", "max_num_seqs", "variant"):
-                if sug.get(key) not in (None, "") and ("suggested_" + key) not in ctx:
-                    ctx["suggested_" + key] = sug[key]
+    if plan.get("model") and "model" not in ctx:
+        ctx["model"] = plan["model"]
+    suggestions = plan.get("suggestions") or []
+    if isinstance(suggestions, dict):  # {knob: value} is accepted too
+        suggestions = [{"set": suggestions}]
+    for suggestion in suggestions:
+        for key, value in ((suggestion or {}).get("set") or {}).items():
+            name = "suggested_variant" if key == "model" else "suggested_" + key
+            if value not in (None, "") and name not in ctx:
+                ctx[name] = value
+    try:
+        if "suggested_gpu_memory_utilization" not in ctx and plan.get("gpu_memory_utilization"):
+            ctx["suggested_gpu_memory_utilization"] = round(max(0.05, float(plan["gpu_memory_utilization"]) - 0.05), 2)
+        if "suggested_max_model_len" not in ctx and plan.get("max_model_len"):
+            ctx["suggested_max_model_len"] = max(256, int(plan["max_model_len"]) // 2)
+        if "suggested_max_num_seqs" not in ctx and plan.get("max_num_seqs"):
+            ctx["suggested_max_num_seqs"] = max(1, int(plan["max_num_seqs"]) // 2)
+    except (TypeError, ValueError):
+        pass
     return ctx
 
 

@@ -27,8 +27,11 @@ pytestmark = pytest.mark.integration
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 IMAGE = os.environ.get("LLMFLEET_VLLM_CPU_IMAGE", "llmfleet-testbed/vllm-cpu:latest")
 MODEL_DIR = os.environ.get("LLMFLEET_TINY_MODEL_DIR", os.path.join(ROOT, ".cache", "models", "tiny-qwen3-moe"))
-CASE_TIMEOUT = 90
+CASE_TIMEOUT = int(os.environ.get("LLMFLEET_DIAG_CASE_TIMEOUT", "90"))
+PARALLEL = int(os.environ.get("LLMFLEET_DIAG_PARALLEL", "2"))
 RUN_ID = uuid.uuid4().hex[:6]
+# ansible-runner starts `ansible` / `ansible-playbook` from PATH: use the ones next to this interpreter.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 # Fast start-up on two CPU cores (TESTBED.md: healthy in 20-35 s).
 BASE = {"--enforce-eager": None, "--distributed-executor-backend": "uni", "--kv-cache-memory-bytes": "64M",
         "--max-model-len": "512", "--served-model-name": "tiny"}
@@ -148,6 +151,7 @@ def _request_wrong_model(port):
 def _run_diagnose(replicas, extravars, tmp_path):
     import ansible_runner
     inventory = "localhost ansible_connection=local ansible_python_interpreter=%s" % sys.executable
+    (tmp_path / "runner").mkdir()
     run = ansible_runner.run(
         private_data_dir=str(tmp_path / "runner"),
         playbook=os.path.join(ROOT, "playbooks", "diagnose.yml"),
@@ -195,10 +199,9 @@ def test_provoked_failures_get_the_right_diagnosis_in_the_play_output(tmp_path_f
     try:
         # Something already listening on 8000 in the network namespace the vLLM container joins.
         _docker("run", "-d", "--name", holder, "--entrypoint", "python3", IMAGE, "-m", "http.server", "8000")
-        for case in cases:
-            case.start()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(cases)) as pool:
-            list(pool.map(Case.wait, cases))
+        # Two at a time: each engine start takes most of a CPU core for 10-30 s.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+            list(pool.map(lambda c: c.start() or c.wait(), cases))
         run, reports, stdout = _run_diagnose(
             [c.replica for c in cases],
             {"diagnose_expected_served_model_name": "qwen35-a3b"}, tmp_path)
@@ -240,8 +243,10 @@ def test_real_404_body_is_classified():
 def _flag_check(tmp_path, args, **extra):
     import ansible_runner
     module_args = dict({"image": IMAGE, "args": args, "cache_dir": str(tmp_path / "cache")}, **extra)
+    private = tmp_path / ("runner-" + uuid.uuid4().hex[:6])
+    private.mkdir()
     run = ansible_runner.run(
-        private_data_dir=str(tmp_path / ("runner-" + uuid.uuid4().hex[:6])),
+        private_data_dir=str(private),
         host_pattern="localhost",
         inventory="localhost ansible_connection=local ansible_python_interpreter=%s" % sys.executable,
         module="llmfleet.vllm.vllm_flag_check",

@@ -300,8 +300,29 @@ def test_parse_helpers():
     assert replica_names("llmfleet-vllm@0.service loaded failed failed vLLM\n",
                          "llmfleet-vllm-0\nllmfleet-vllm-1\nother\n",
                          {"replicas": [{"name": "2"}, "0"]}) == ["2", "0", "1"]
-    assert context_from_plan({"served_model_name": "q", "suggestions": {"max_model_len": 32768, "variant": "FP8"}}) \
-        == {"served_model_name": "q", "suggested_max_model_len": 32768, "suggested_variant": "FP8"}
+
+
+
+def test_context_from_a_plan_that_does_not_fit_uses_its_suggestions():
+    plan = {"model": "Qwen/Qwen3.5-35B-A3B", "max_model_len": 262144, "max_num_seqs": 256,
+            "gpu_memory_utilization": 0.92, "min_vllm_version": "0.17.0", "fits": False,
+            "suggestions": [{"set": {"max_model_len": 98304}, "text": "Lower max_model_len to 98304."},
+                            {"set": {"model": "Qwen/Qwen3.5-35B-A3B-FP8"}, "text": "Use the FP8 variant."}]}
+    ctx = context_from_plan(plan)
+    assert ctx["suggested_max_model_len"] == 98304
+    assert ctx["suggested_variant"] == "Qwen/Qwen3.5-35B-A3B-FP8"
+    assert ctx["suggested_gpu_memory_utilization"] == 0.87 and ctx["suggested_max_num_seqs"] == 128
+    assert ctx["min_vllm_version"] == "0.17.0"
+    fix = classify("torch.OutOfMemoryError: CUDA out of memory.", ctx)[0]["fix"]
+    assert "0.87" in fix and "98304" in fix and "128" in fix and "Qwen/Qwen3.5-35B-A3B-FP8" in fix
+
+
+def test_context_from_a_fitting_plan_offers_the_next_conservative_step():
+    ctx = context_from_plan({"max_model_len": 65536, "max_num_seqs": 64, "gpu_memory_utilization": 0.9,
+                             "suggestions": []})
+    assert (ctx["suggested_max_model_len"], ctx["suggested_max_num_seqs"], ctx["suggested_gpu_memory_utilization"]) \
+        == (32768, 32, 0.85)
+    assert context_from_plan(None) == {}
 
 
 def test_redact_masks_keys_and_tokens():
