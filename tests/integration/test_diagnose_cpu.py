@@ -215,6 +215,7 @@ def test_provoked_failures_get_the_right_diagnosis_in_the_play_output(tmp_path_f
                 failures.append("%s: expected %s first, got:\n  %s" % (case.name, case.expect, "\n  ".join(report)))
             assert case.waited is not None and case.waited <= CASE_TIMEOUT + 5, case.name
         assert not failures, "\n\n".join(failures)
+        _check_health_gate_failure_path([c for c in cases if c.name == "badpath"][0], tmp_path)
         wrongname = [c for c in cases if c.name == "wrongname"][0]
         # The real 404 body the engine returned names the model that does not exist.
         assert "The model `qwen35-a3b` does not exist" in wrongname.body_404, wrongname.body_404
@@ -224,6 +225,31 @@ def test_provoked_failures_get_the_right_diagnosis_in_the_play_output(tmp_path_f
         for case in cases:
             case.remove()
         _docker("rm", "-f", holder, check=False)
+
+
+def _check_health_gate_failure_path(case, tmp_path):
+    """vllm_server's rescue (tasks/diagnose.yml) prints the classified diagnosis and fails with its id."""
+    import ansible_runner
+    private = tmp_path / "runner-gate"
+    private.mkdir()
+    (private / "project").mkdir()
+    (private / "project" / "gate.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.include_role:\n        name: llmfleet.vllm.vllm_server\n        tasks_from: diagnose\n")
+    run = ansible_runner.run(
+        private_data_dir=str(private), playbook="gate.yml",
+        inventory="localhost ansible_connection=local ansible_python_interpreter=%s" % sys.executable,
+        extravars={"vllm_server_replicas": [{"name": case.replica, "port": 8000, "gpus": []}],
+                   "vllm_server_model_path": MODEL_DIR, "vllm_server_image": IMAGE,
+                   "llmfleet_accelerator": "cpu", "llmfleet_served_model_name": "tiny"},
+        envvars={"ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "collections"),
+                 "ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg")},
+        quiet=True)
+    stdout = run.stdout.read()
+    assert run.rc != 0, stdout[-2000:]
+    failed = [e["event_data"]["res"]["msg"] for e in run.events if e.get("event") == "runner_on_failed"]
+    assert failed and "Diagnosis: %s" % case.expect in failed[-1], stdout[-3000:]
+    assert "DIAGNOSIS 1/" in stdout and "[%s]" % case.expect in stdout
 
 
 @requires_testbed
