@@ -342,9 +342,9 @@ SIGNATURES = [
         "id": "image_not_available",
         "confidence": 90,
         "patterns": [
-            r"pull access denied for (?P<image>\S+)",
+            r"pull access denied for (?P<image>[^\s,]+)",
             r"manifest for (?P<image>\S+) not found",
-            r"Unable to find image '(?P<image>[^']+)' locally",
+            r"manifest unknown",
         ],
         "diagnosis": "The image {image} is not on the host and cannot be pulled.",
         "fix": "Pull or load the image first (playbooks/serve.yml pulls the pinned image; check the registry "

@@ -333,3 +333,12 @@ def test_redact_masks_keys_and_tokens():
         for secret in ("sk-1234567890", "=abc", "abc.def", "hf_abcdefghijklmnopqrstuvwxyz12", "k1", "hf_x"):
             if secret in line:
                 assert secret not in out, (line, out)
+
+
+def test_a_pull_that_succeeded_is_not_a_diagnosis():
+    log = ("Unable to find image 'vllm/vllm-openai:v0.17.0' locally\nv0.17.0: Pulling from vllm/vllm-openai\n"
+           "Status: Downloaded newer image for vllm/vllm-openai:v0.17.0\n")
+    assert classify(log) == []
+    denied = classify("docker: Error response from daemon: pull access denied for llmfleet/vllm, repository does "
+                      "not exist or may require 'docker login'")
+    assert denied[0]["id"] == "image_not_available" and "llmfleet/vllm" in denied[0]["diagnosis"]
