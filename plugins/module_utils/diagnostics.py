@@ -220,13 +220,16 @@ SIGNATURES = [
         "confidence": 90,
         "patterns": [
             r"Can't load tokenizer for '(?P<path>[^']*)'",
+            r"Couldn't instantiate the backend tokenizer",
             r"tokenizer_config\.json.*(?:not found|No such file)",
             r"^\[llmfleet\] model directory (?P<path>\S+) has no tokenizer",
         ],
         "diagnosis": "The tokenizer files are missing from the model directory (garbled or no output follows).",
         "fix": "Copy tokenizer.json and tokenizer_config.json (with its chat_template) from the same checkpoint "
                "revision into {model_dir}, or re-run playbooks/model.yml; --tokenizer can point elsewhere.",
-        "source": "transformers AutoTokenizer",
+        "source": "transformers AutoTokenizer (tokenization_utils_tokenizers.py, seen on the vLLM CPU engine with "
+                  "tokenizer_config.json but no tokenizer.json); without any tokenizer file vLLM 0.32 starts and only "
+                  "the model directory check catches it",
     },
     {
         "id": "driver_too_old_for_image_cuda",
@@ -320,7 +323,7 @@ SIGNATURES = [
         "id": "served_model_name_mismatch",
         "confidence": 92,
         "patterns": [
-            r"The model `(?P<requested_model>[^`]*)` does not exist",
+            r"The model `(?P<requested_model>[^`]*)` does not exist\.?(?: Valid aliases: (?P<served_model_name>[^'\"]+?)\.?['\"]?(?:,|\)|$))?",
             r"^\[llmfleet\] requested model (?P<requested_model>\S+) is not among the served names "
             r"\[(?P<served>[^\]]*)\]",
         ],

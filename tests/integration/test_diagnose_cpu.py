@@ -76,9 +76,9 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _copy_model(tmp_path_factory, name, drop=(), edit_config=None):
+def _copy_model(tmp_path_factory, name, drop=(), edit_config=None, source=MODEL_DIR):
     target = tmp_path_factory.mktemp(name) / "model"
-    shutil.copytree(MODEL_DIR, target, ignore=shutil.ignore_patterns(*drop) if drop else None)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(*drop) if drop else None)
     if edit_config:
         path = target / "config.json"
         config = json.loads(path.read_text())
@@ -177,23 +177,32 @@ def _run_diagnose(replicas, extravars, tmp_path):
 @requires_testbed
 def test_provoked_failures_get_the_right_diagnosis_in_the_play_output(tmp_path_factory, tmp_path):
     holder = "llmfleet-vllm-diagt-portholder-" + RUN_ID
+    # A private snapshot: the shared test-bed model may be regenerated while the cases run.
+    model = _copy_model(tmp_path_factory, "base")
     cases = [
-        Case("badpath", "model_path_missing", ["/models/tiny/does-not-exist"] + BASE_FLAGS),
-        Case("notokenizer", "tokenizer_missing", ["/models/tiny"] + BASE_FLAGS,
-             model=_copy_model(tmp_path_factory, "notok", drop=("tokenizer*", "vocab*", "merges*",
-                                                                 "special_tokens_map.json"))),
+        Case("badpath", "model_path_missing", ["/models/tiny/does-not-exist"] + BASE_FLAGS, model=model),
+        # With no tokenizer file at all vLLM 0.32 starts anyway (output is then garbage): only the model
+        # directory check can say it, so this case waits for /health like a healthy one.
+        Case("notokenizer", "tokenizer_missing", ["/models/tiny"] + BASE_FLAGS, healthy=True,
+             model=_copy_model(tmp_path_factory, "notok", source=model,
+                               drop=("tokenizer*", "vocab*", "merges*", "special_tokens_map.json"))),
+        # tokenizer_config.json without tokenizer.json: the engine fails while loading the tokenizer.
+        Case("halftokenizer", "tokenizer_missing", ["/models/tiny"] + BASE_FLAGS,
+             model=_copy_model(tmp_path_factory, "halftok", source=model, drop=("tokenizer.json",))),
         Case("badarch", "architecture_unsupported", ["/models/tiny"] + BASE_FLAGS,
-             model=_copy_model(tmp_path_factory, "badarch",
+             model=_copy_model(tmp_path_factory, "badarch", source=model,
                                edit_config=lambda c: c.update(architectures=["LlmfleetImaginaryForCausalLM"]))),
-        Case("portinuse", "port_in_use", ["/models/tiny"] + BASE_FLAGS,
+        Case("portinuse", "port_in_use", ["/models/tiny"] + BASE_FLAGS, model=model,
              docker_opts=["--network", "container:" + holder]),
         Case("kvbudget", "kv_cache_too_small_for_max_model_len",
              # The tiny model needs 2 KiB of KV per token (4 layers x K,V x 2 heads x 64 x bf16): 4096 tokens
              # need 8 MiB, the budget is 1 MiB.
-             ["/models/tiny"] + flags(max_model_len="4096", kv_cache_memory_bytes="1M")),
-        Case("maxlen", "max_model_len_exceeds_model", ["/models/tiny"] + flags(max_model_len="100000000")),
-        Case("badflag", "unrecognized_vllm_argument", ["/models/tiny"] + BASE_FLAGS + ["--enable-prefix-cachng"]),
-        Case("wrongname", "served_model_name_mismatch", ["/models/tiny"] + BASE_FLAGS,
+             ["/models/tiny"] + flags(max_model_len="4096", kv_cache_memory_bytes="1M"), model=model),
+        Case("maxlen", "max_model_len_exceeds_model", ["/models/tiny"] + flags(max_model_len="100000000"),
+             model=model),
+        Case("badflag", "unrecognized_vllm_argument", ["/models/tiny"] + BASE_FLAGS + ["--enable-prefix-cachng"],
+             model=model),
+        Case("wrongname", "served_model_name_mismatch", ["/models/tiny"] + BASE_FLAGS, model=model,
              env=["VLLM_ENABLE_PREFIX_CACHING=1"], healthy=True),
     ]
     try:
@@ -253,9 +262,10 @@ def _check_health_gate_failure_path(case, tmp_path):
 
 
 @requires_testbed
-def test_real_404_body_is_classified():
+def test_real_404_body_is_classified(tmp_path_factory):
     from ansible_collections.llmfleet.vllm.plugins.module_utils.diagnostics import classify
-    case = Case("body404", "served_model_name_mismatch", ["/models/tiny"] + BASE_FLAGS, healthy=True)
+    case = Case("body404", "served_model_name_mismatch", ["/models/tiny"] + BASE_FLAGS, healthy=True,
+                model=_copy_model(tmp_path_factory, "body404"))
     try:
         case.start()
         case.wait()

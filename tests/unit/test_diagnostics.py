@@ -342,3 +342,12 @@ def test_a_pull_that_succeeded_is_not_a_diagnosis():
     denied = classify("docker: Error response from daemon: pull access denied for llmfleet/vllm, repository does "
                       "not exist or may require 'docker login'")
     assert denied[0]["id"] == "image_not_available" and "llmfleet/vllm" in denied[0]["diagnosis"]
+
+
+def test_vllm_log_line_of_a_404_names_the_valid_aliases():
+    # Logged by the vLLM CPU engine 0.32.0 for a request naming the wrong model (provoked in the test bed).
+    line = ("(APIServer pid=1) ERROR 11-30 15:08:43 [serving.py:274] Error with model error=ErrorInfo(message='The "
+            "model `qwen35-a3b` does not exist. Valid aliases: tiny.', type='NotFoundError', param='model', code=404)")
+    finding = classify(line)[0]
+    assert finding["id"] == "served_model_name_mismatch"
+    assert "Use the served name in requests (tiny)" in finding["fix"]
