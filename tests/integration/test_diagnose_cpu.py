@@ -5,8 +5,9 @@ service would run it (container llmfleet-vllm-<replica>), waits until it fails (
 one run of the diagnose play (through ansible-runner, as a user would) must print the right diagnosis
 first for every replica. The flag check module is run against the same image.
 
-Needs: the image (LLMFLEET_VLLM_CPU_IMAGE, default llmfleet-testbed/vllm-cpu:latest) and the tiny
-model (LLMFLEET_TINY_MODEL_DIR, default .cache/models/tiny-qwen3-moe) - both made by `make testbed`.
+Needs: the image (LLMFLEET_TEST_VLLM_IMAGE, default llmfleet-testbed/vllm-cpu:latest) and the tiny
+model (LLMFLEET_TEST_MODEL_DIR, default .cache/models/tiny-qwen3-moe) - both made by `make testbed`.
+LLMFLEET_DIAG_CASE_TIMEOUT (default 90 s) bounds each case; LLMFLEET_DIAG_PARALLEL (default 2) cases run at once.
 """
 import concurrent.futures
 import json
@@ -25,8 +26,9 @@ import pytest
 pytestmark = pytest.mark.integration
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-IMAGE = os.environ.get("LLMFLEET_VLLM_CPU_IMAGE", "llmfleet-testbed/vllm-cpu:latest")
-MODEL_DIR = os.environ.get("LLMFLEET_TINY_MODEL_DIR", os.path.join(ROOT, ".cache", "models", "tiny-qwen3-moe"))
+# `make testbed` writes LLMFLEET_TEST_VLLM_IMAGE and LLMFLEET_TEST_MODEL_DIR into .cache/testbed.env.
+IMAGE = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE") or "llmfleet-testbed/vllm-cpu:latest"
+MODEL_DIR = os.environ.get("LLMFLEET_TEST_MODEL_DIR") or os.path.join(ROOT, ".cache", "models", "tiny-qwen3-moe")
 CASE_TIMEOUT = int(os.environ.get("LLMFLEET_DIAG_CASE_TIMEOUT", "90"))
 PARALLEL = int(os.environ.get("LLMFLEET_DIAG_PARALLEL", "2"))
 RUN_ID = uuid.uuid4().hex[:6]
@@ -89,12 +91,13 @@ def _copy_model(tmp_path_factory, name, drop=(), edit_config=None, source=MODEL_
 
 
 class Case:
-    def __init__(self, name, expect, args, model=None, env=(), docker_opts=(), healthy=False):
+    def __init__(self, name, expect, args, model=None, env=(), docker_opts=(), healthy=False, ask_model=None):
         self.name, self.expect, self.args = name, expect, list(args)
         self.model, self.env, self.docker_opts, self.healthy = model or MODEL_DIR, list(env), list(docker_opts), healthy
         self.replica = "diagt-%s-%s" % (name, RUN_ID)
         self.container = "llmfleet-vllm-" + self.replica
         self.port = None
+        self.ask_model = ask_model  # once healthy, send one chat request naming this model
         self.body_404 = None
         self.waited = None
 
@@ -125,18 +128,18 @@ class Case:
         else:
             _docker("stop", "-t", "1", self.container, check=False)  # bounded: the log so far is the evidence
         self.waited = time.monotonic() - start
-        if self.healthy and self.port:
-            self.body_404 = _request_wrong_model(self.port)
+        if self.healthy and self.port and self.ask_model:
+            self.body_404 = _request_model(self.port, self.ask_model)
         return self
 
     def remove(self):
         _docker("rm", "-f", self.container, check=False)
 
 
-def _request_wrong_model(port):
+def _request_model(port, model):
     req = urllib.request.Request(
         "http://127.0.0.1:%d/v1/chat/completions" % port,
-        data=json.dumps({"model": "qwen35-a3b", "messages": [{"role": "user", "content": "hi"}],
+        data=json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}],
                          "max_tokens": 4}).encode(),
         headers={"Content-Type": "application/json"})
     try:
@@ -203,7 +206,7 @@ def test_provoked_failures_get_the_right_diagnosis_in_the_play_output(tmp_path_f
         Case("badflag", "unrecognized_vllm_argument", ["/models/tiny"] + BASE_FLAGS + ["--enable-prefix-cachng"],
              model=model),
         Case("wrongname", "served_model_name_mismatch", ["/models/tiny"] + BASE_FLAGS, model=model,
-             env=["VLLM_ENABLE_PREFIX_CACHING=1"], healthy=True),
+             env=["VLLM_ENABLE_PREFIX_CACHING=1"], healthy=True, ask_model="qwen35-a3b"),
     ]
     try:
         # Something already listening on 8000 in the network namespace the vLLM container joins.
@@ -265,7 +268,7 @@ def _check_health_gate_failure_path(case, tmp_path):
 def test_real_404_body_is_classified(tmp_path_factory):
     from ansible_collections.llmfleet.vllm.plugins.module_utils.diagnostics import classify
     case = Case("body404", "served_model_name_mismatch", ["/models/tiny"] + BASE_FLAGS, healthy=True,
-                model=_copy_model(tmp_path_factory, "body404"))
+                model=_copy_model(tmp_path_factory, "body404"), ask_model="qwen35-a3b")
     try:
         case.start()
         case.wait()
