@@ -532,7 +532,8 @@ def read_nvml(nvml, smi_links=None):
         gpus = []
         for i, h in enumerate(handles):
             pci = nvml.nvmlDeviceGetPciInfo(h)
-            bus = _s(getattr(pci, "busIdLegacy", None) or pci.busId)
+            # The 8-digit-domain form, as nvidia-smi prints it: both readers must return the same id.
+            bus = _s(pci.busId) or _s(getattr(pci, "busIdLegacy", None))
             try:
                 cc = "%d.%d" % tuple(nvml.nvmlDeviceGetCudaComputeCapability(h))
             except Exception:

@@ -260,8 +260,9 @@ class FakeNvml:
         return i
 
     def nvmlDeviceGetPciInfo(self, h):
-        class P:
+        class P:  # what pynvml returns on the H200 host: both spellings
             busId = b"00000000:00:0%d.0" % (6 + h)
+            busIdLegacy = b"0000:00:0%d.0" % (6 + h)
         return P()
 
     def nvmlDeviceGetCudaComputeCapability(self, h):
@@ -313,6 +314,9 @@ def test_nvml_path_counts_nvlinks_behind_a_switch():
     assert facts["gpus"][1]["memory_total_mib"] == 143771 and facts["gpus"][1]["compute_capability"] == "9.0"
     assert facts["gpus"][0]["numa_node"] == 0 and facts["gpus"][0]["mig_mode"] == "Disabled"
     assert facts["cuda_version"] == "13.0"
+    # Same bus id spelling as the nvidia-smi path (query.csv prints the 8-digit domain).
+    smi = T.gpu_facts_from_smi(read("h200x2", "query.csv"), read("h200x2", "topo-m.txt"), nvswitch_devices=[])
+    assert [g["pci_bus_id"] for g in facts["gpus"]] == [g["pci_bus_id"] for g in smi["gpus"]]
 
 
 def test_nvml_pcie_pairs_come_from_topo_when_nvml_cannot_classify_them():
@@ -382,3 +386,32 @@ esac
     assert f["source"] == "nvidia-smi" and f["nvlink_domains"] == [[0, 1]] and f["nvswitch"] is False
     assert f["gpus"][1]["nvlinks_active"] == 18
     assert any("-q -x" in w for w in f["warnings"])
+
+
+DEVICE_RUNS = sorted(glob.glob(os.path.join(FIX, "device-*")))
+
+
+@pytest.mark.parametrize("run", DEVICE_RUNS, ids=os.path.basename)
+def test_device_captures_replay_to_what_nvml_returned_on_the_host(run):
+    """The nvidia-smi-only path, replayed from a real host's captures, agrees with NVML read on that host."""
+    import json
+
+    def text(name):
+        with open(os.path.join(run, name)) as fh:
+            return fh.read()
+
+    nvml = json.loads(text("gpu_facts_nvml.json"))
+    nvml = nvml.get("gpu_facts", nvml)
+    assert nvml["source"] == "nvml"
+    replay = T.gpu_facts_from_smi(text("query.csv"), text("topo-m.txt"), text("q.xml"), text("nvlink-s.txt"),
+                                  nvswitch_devices=[])
+    assert replay["driver_version"] == nvml["driver_version"]
+    assert replay["nvlink_domains"] == nvml["nvlink_domains"]
+    assert replay["links"] == nvml["links"]
+    assert replay["nvswitch"] is nvml["nvswitch"] is False
+    for mine, theirs in zip(replay["gpus"], nvml["gpus"]):
+        for key in ("index", "name", "uuid", "memory_total_mib", "compute_capability", "mig_mode"):
+            assert mine[key] == theirs[key], key
+        # These captures were recorded before the NVML reader switched to the 8-digit domain form; the
+        # device is the same either way.
+        assert T._same_bus(mine["pci_bus_id"], theirs["pci_bus_id"])

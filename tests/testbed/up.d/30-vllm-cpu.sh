@@ -18,13 +18,13 @@ registry_digest() {
   curl -fsSI -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
     "http://$registry/v2/$repo/manifests/$tag" 2>/dev/null | tr -d '\r' | awk 'tolower($1)=="docker-content-digest:"{print $2}'
 }
-digest=$(registry_digest)
+digest=$(registry_digest || true)
 # Push unless the registry already serves this very image under the tag (its digest is one of the local RepoDigests).
 if [ -z "$digest" ] || ! docker image inspect -f '{{join .RepoDigests "\n"}}' "$local_ref" | grep -qx "$registry/$repo@$digest"; then
   echo "testbed: pushing $target" >&2
   docker tag "$local_ref" "$target"
   docker push -q "$target" >/dev/null
-  digest=$(registry_digest)
+  digest=$(registry_digest || true)
 fi
 [ -n "$digest" ] || { echo "testbed: the registry has no manifest for $target after the push" >&2; exit 1; }
 bridge_ip=$(sed -n 's/^LLMFLEET_TESTBED_BRIDGE_IP=//p' "$env_file" | tail -1)
