@@ -220,7 +220,9 @@ def test_provoked_failures_get_the_right_diagnosis_in_the_play_output(tmp_path_f
             list(pool.map(lambda c: c.start() or c.wait(), cases))
         run, reports, stdout = _run_diagnose(
             [c.replica for c in cases],
-            {"diagnose_expected_served_model_name": "qwen35-a3b"}, tmp_path)
+            # The inventory's name: the wrong-name case is found from the engine's own 404 log line, after a
+            # client asked for the seed's name (qwen35-a3b).
+            {"diagnose_expected_served_model_name": "tiny"}, tmp_path)
         assert run.rc == 0, stdout[-3000:]
         failures = []
         for case in cases:
@@ -243,6 +245,7 @@ def test_provoked_failures_get_the_right_diagnosis_in_the_play_output(tmp_path_f
             body = classify(wrongname.body_404, {"served_model_name": "tiny"})
             assert body and body[0]["id"] == "served_model_name_mismatch" and "tiny" in body[0]["fix"]
             wrong_report = "\n".join(reports[wrongname.replica])
+            assert "Use the served name in requests (tiny)" in wrong_report
             assert "[unknown_vllm_env_var]" in wrong_report and "--enable-prefix-caching" in wrong_report
     finally:
         for case in cases:
