@@ -10,7 +10,10 @@ mkdir -p "$(dirname "$env_file")"
 tests/testbed/docker-engine.sh
 host_image=$(tests/testbed/image.sh debian12-systemd)
 tests/testbed/registry.sh
-bridge_ip=$(docker network inspect bridge -f '{{(index .IPAM.Config 0).Gateway}}')
+# The default bridge's gateway (docker0): Docker 20.10 leaves IPAM's Gateway empty for it.
+bridge_ip=$(docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}')
+[ -n "$bridge_ip" ] || bridge_ip=$(ip -4 -o addr show docker0 | awk '{print $4}' | cut -d/ -f1)
+[ -n "$bridge_ip" ] || { echo "testbed: cannot find the docker0 bridge address" >&2; exit 1; }
 {
   echo "MOLECULE_HOST_IMAGE=$host_image"
   echo "LLMFLEET_TEST_REGISTRY=127.0.0.1:5000"

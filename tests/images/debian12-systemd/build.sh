@@ -14,8 +14,9 @@ root=$(mktemp -d /var/tmp/llmfleet-rootfs.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 packages=$(grep -v '^#' "$here/packages.txt" | xargs | tr ' ' ',')
 debootstrap --variant=minbase --include="$packages" bookworm "$root" "$mirror" >/dev/null
-# Trim what a test host never needs, and keep systemd quiet and quick in a container.
-rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+# Keep the package lists (a fresh host has them too); drop downloaded .debs. Mask units a test
+# host never needs, so systemd boots quiet and quick in a container.
+rm -rf "$root"/var/cache/apt/archives/*.deb
 cp /etc/apt/sources.list.d/*.sources "$root/etc/apt/sources.list.d/" 2>/dev/null || true
 for unit in systemd-resolved.service systemd-timesyncd.service getty.target console-getty.service \
             apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer; do

@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet maintainers
+# Apache-2.0
+"""Action plugin for llmfleet.vllm.vllm_plan: plans on the controller (documentation in plugins/modules)."""
+from __future__ import annotations
+
+import json
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import (
+    ProfileError, load_profiles, match_profile, normalize_config, profile_from_model_dir, read_model_dir)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.planner import PlanError, TABLE_HEADER, plan, table_row
+from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
+from ansible_collections.llmfleet.vllm.plugins.modules.vllm_plan import ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE
+
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _load_all(extra_dirs):
+    profiles = load_profiles(os.path.join(COLLECTION_ROOT, "profiles"))
+    for d in extra_dirs or []:
+        for pid, p in load_profiles(os.path.expanduser(d)).items():
+            profiles.setdefault(pid, p)
+    return profiles
+
+
+def _resolve_model(args, profiles):
+    model = args["model"]
+    known = profiles.get(model)
+    if args.get("model_config") is not None:
+        arch = normalize_config(args["model_config"], where="model_config")
+        like = known or match_profile(profiles, arch)
+        wb = args.get("weights_bytes") or (known["weights_bytes"] if known else None)
+        if wb is None:
+            raise ProfileError("model_config given for %s, which is not a known profile: give weights_bytes too "
+                               "(metadata.total_size of model.safetensors.index.json)" % model)
+        p = profile_from_model_dir(args["model_config"], weights_bytes=wb, name=model, like=like)
+        if known:
+            p["vision_weights_bytes"] = known.get("vision_weights_bytes", 0)
+            p["mtp_weights_bytes"] = known.get("mtp_weights_bytes", 0)
+        return p
+    if known:
+        p = dict(known)
+        if args.get("weights_bytes"):
+            p["weights_bytes"] = args["weights_bytes"]
+        return p
+    path = os.path.expanduser(model)
+    if os.path.exists(path):
+        config, index, wb = read_model_dir(path)
+        arch = normalize_config(config, where=path)
+        return profile_from_model_dir(config, index=index, weights_bytes=args.get("weights_bytes") or wb,
+                                      name=model, like=match_profile(profiles, arch))
+    raise ProfileError("unknown model %r: not a profile (%s) and not a path on the controller; give a model "
+                       "directory, or model_config + weights_bytes" % (model, ", ".join(sorted(profiles))))
+
+
+def _load_facts_file(path):
+    import yaml
+
+    with open(os.path.expanduser(path)) as fh:
+        text = fh.read()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = yaml.safe_load(text)
+    if isinstance(data, dict) and "gpu_facts" in data:
+        data = data["gpu_facts"]
+    if not isinstance(data, dict) or "gpus" not in data:
+        raise AnsibleActionFail("gpu_facts_file %s does not hold gpu_facts (no 'gpus' key)" % path)
+    return data
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC,
+                                                        mutually_exclusive=MUTUALLY_EXCLUSIVE)
+        label = args.get("hardware_label")
+        try:
+            facts = None
+            if args["gpu_facts"] is not None:
+                facts = args["gpu_facts"]
+            elif args["gpu_facts_file"]:
+                facts = _load_facts_file(args["gpu_facts_file"])
+            elif args["hardware"] is not None:
+                facts = gpu_facts_from_spec(args["hardware"])
+                if label is None and isinstance(args["hardware"], str):
+                    label = args["hardware"]
+            if args["accelerator"] == "gpu" and facts is None:
+                raise PlanError("give gpu_facts (from llmfleet.vllm.gpu_facts), gpu_facts_file or hardware; "
+                                "or plan for the CPU engine with accelerator: cpu")
+            if args["accelerator"] == "cpu" and facts is not None and facts.get("gpus"):
+                raise PlanError("accelerator cpu plans for the vLLM CPU engine: drop gpu_facts / hardware")
+            profiles = _load_all(args["profiles_path"])
+            profile = _resolve_model(args, profiles)
+            p = plan(facts, profile, objective=args["objective"], max_model_len=args["max_model_len"],
+                     max_num_seqs=args["max_num_seqs"], gpu_memory_utilization=args["gpu_memory_utilization"],
+                     accelerator=args["accelerator"], kv_cache_memory_bytes=args["kv_cache_memory_bytes"],
+                     features=args["features"], tensor_parallel_size=args["tensor_parallel_size"],
+                     enable_expert_parallel=args["enable_expert_parallel"], kv_cache_dtype=args["kv_cache_dtype"],
+                     vllm_version=args["vllm_version"], max_num_batched_tokens=args["max_num_batched_tokens"],
+                     alternatives=list(profiles.values()))
+        except (PlanError, ProfileError, ValueError, OSError) as e:
+            raise AnsibleActionFail("vllm_plan: %s" % e)
+        if label is None:
+            if args["accelerator"] == "cpu":
+                label = "CPU engine"
+            else:
+                names = sorted({g.get("name") or "GPU" for g in facts["gpus"]})
+                label = "%dx %s" % (len(facts["gpus"]), "/".join(names))
+        result.update(changed=False, plan=p, table_header=TABLE_HEADER, table_row=table_row(label, p))
+        if args["fail_if_not_fits"] and not p["fits"]:
+            result["failed"] = True
+            result["msg"] = "%s does not fit: %s Suggestions: %s" % (
+                p["model"], " ".join(p["reasons"][-1:]),
+                " / ".join(s["text"] for s in p["suggestions"]) or "none")
+        return result

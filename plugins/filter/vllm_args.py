@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet maintainers
+# Apache-2.0
+"""Filters that render vLLM flag dicts (see plugins/module_utils/vllm_args.py)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import (
+    VllmArgsError,
+    argv_groups,
+    merge_vllm_args,
+    render_vllm_args,
+    replica_specs,
+)
+
+DOCUMENTATION_VLLM_ARGV = """
+name: vllm_argv
+short_description: Render a dict of vLLM flags as an argv list.
+description:
+  - True becomes --flag, False --no-flag, None is dropped, a dict one JSON argument, a list a repeated flag.
+  - Keys are written kebab-case and sorted, so the same dict always renders the same command line.
+"""
+
+
+def vllm_argv(flags):
+    try:
+        return render_vllm_args(flags)
+    except VllmArgsError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def vllm_args_merge(base, *overrides):
+    try:
+        return merge_vllm_args(base, *overrides)
+    except VllmArgsError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def vllm_replicas(plan_replicas, accelerator="gpu", port_base=8000):
+    try:
+        return replica_specs(plan_replicas, accelerator, port_base)
+    except VllmArgsError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"vllm_argv": vllm_argv, "vllm_args_merge": vllm_args_merge,
+                "vllm_replicas": vllm_replicas,
+                "vllm_argv_groups": argv_groups}

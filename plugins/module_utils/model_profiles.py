@@ -1,0 +1,280 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet maintainers
+# Apache-2.0
+"""Model profiles: load and validate the data files under ``profiles/``, and turn a Hugging Face
+``config.json`` (+ ``model.safetensors.index.json``) into the same normalised architecture record.
+
+A profile file (one per checkpoint variant, file name = id with '/' replaced by '--', extension .yml):
+
+  id: Qwen/Qwen3.5-35B-A3B            # the Hugging Face repo id; also the profile's name
+  family: Qwen3.5-35B-A3B             # variants of one family are offered as alternatives by the planner
+  variant: bf16                       # bf16 | fp8 | gptq-int4 | ...
+  quantization: null                  # checkpoint quantisation (vLLM reads it from config.json itself)
+  weights_bytes: 72000000000          # whole checkpoint on disk (safetensors total_size)
+  vision_weights_bytes: 890000000     # part of weights_bytes not loaded in text-only mode (optional)
+  mtp_weights_bytes: 1690000000       # part of weights_bytes loaded only with MTP speculative decoding
+  config: {...}                       # the config.json fields the planner needs (HF names; nested text_config ok)
+  serving:
+    min_vllm_version: "0.17.0"
+    features: {name: {default, args_on, args_off, requires, conflicts, note}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+DTYPE_BYTES = {
+    "float32": 4, "float": 4, "fp32": 4,
+    "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
+    "float8": 1, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1,
+}
+OBJECTIVES = ("throughput", "latency")
+FEATURE_KEYS = {"default", "args_on", "args_off", "requires", "conflicts", "note", "source"}
+FEATURE_REQUIRES = {"expert_parallel", "hybrid", "mtp_layers"}
+_KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class ProfileError(ValueError):
+    """A profile or model config is missing something the planner needs; the message says what and where."""
+
+
+def profile_filename(model_id):
+    """'Qwen/Qwen3.5-35B-A3B' -> 'Qwen--Qwen3.5-35B-A3B.yml'."""
+    return model_id.replace("/", "--") + ".yml"
+
+
+def _first(d, *keys, default=None):
+    for k in keys:
+        if k in d and d[k] is not None:
+            return d[k]
+    return default
+
+
+def normalize_config(config, where="config"):
+    """Reduce a Hugging Face config (flat, or multimodal with ``text_config``) to what the planner needs.
+
+    Returns a dict: model_type, architectures, hidden_size, num_layers, full_attention_layers,
+    linear_attention_layers, num_attention_heads, num_kv_heads, head_dim, vocab_size, max_position_embeddings,
+    dtype, dtype_bytes, moe (None or {num_experts, experts_per_token}), linear_attention (None or dims),
+    mtp_layers, quant_method.
+    """
+    if not isinstance(config, dict):
+        raise ProfileError("%s: expected a mapping (config.json contents), got %s" % (where, type(config).__name__))
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+
+    def need(key, *alts):
+        v = _first(text, key, *alts)
+        if v is None:
+            v = _first(config, key, *alts)
+        if v is None:
+            raise ProfileError("%s: missing %s (needed to size the KV cache)" % (where, " / ".join((key,) + alts)))
+        return v
+
+    layers = int(need("num_hidden_layers"))
+    heads = int(need("num_attention_heads"))
+    hidden = int(need("hidden_size"))
+    kv_heads = int(_first(text, "num_key_value_heads", default=heads))
+    head_dim = int(_first(text, "head_dim", default=hidden // heads))
+    dtype = str(_first(text, "dtype", "torch_dtype", default=None)
+                or _first(config, "dtype", "torch_dtype", default="bfloat16"))
+    if dtype not in DTYPE_BYTES:
+        raise ProfileError("%s: unknown dtype %r" % (where, dtype))
+
+    layer_types = text.get("layer_types")
+    interval = text.get("full_attention_interval")
+    if isinstance(layer_types, list) and layer_types:
+        if len(layer_types) != layers:
+            raise ProfileError("%s: layer_types has %d entries for num_hidden_layers %d"
+                               % (where, len(layer_types), layers))
+        full = sum(1 for t in layer_types if t in ("full_attention", "attention", "sliding_attention"))
+        linear = sum(1 for t in layer_types if t in ("linear_attention", "mamba", "gated_deltanet"))
+        if full + linear != layers:
+            unknown = sorted({t for t in layer_types} - {"full_attention", "attention", "sliding_attention",
+                                                          "linear_attention", "mamba", "gated_deltanet"})
+            raise ProfileError("%s: unknown layer_types %s" % (where, unknown))
+    elif interval:
+        interval = int(interval)
+        full = sum(1 for i in range(layers) if i % interval == interval - 1)
+        linear = layers - full
+    else:
+        full, linear = layers, 0
+
+    lin = None
+    if linear:
+        try:
+            lin = {
+                "num_key_heads": int(text["linear_num_key_heads"]),
+                "num_value_heads": int(text["linear_num_value_heads"]),
+                "key_head_dim": int(text["linear_key_head_dim"]),
+                "value_head_dim": int(text["linear_value_head_dim"]),
+                "conv_kernel": int(text["linear_conv_kernel_dim"]),
+                "ssm_dtype": str(_first(text, "mamba_ssm_dtype", default="float32")),
+            }
+        except KeyError as e:
+            raise ProfileError("%s: %d linear-attention layers but %s is missing" % (where, linear, e.args[0]))
+
+    experts = _first(text, "num_experts", "n_routed_experts", "num_local_experts")
+    moe = None
+    if experts:
+        moe = {"num_experts": int(experts),
+               "experts_per_token": int(_first(text, "num_experts_per_tok", default=1))}
+
+    qc = config.get("quantization_config") or text.get("quantization_config") or {}
+    return {
+        "model_type": _first(config, "model_type", default=text.get("model_type")),
+        "architectures": list(config.get("architectures") or text.get("architectures") or []),
+        "hidden_size": hidden,
+        "num_layers": layers,
+        "full_attention_layers": full,
+        "linear_attention_layers": linear,
+        "num_attention_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "vocab_size": int(need("vocab_size")),
+        "max_position_embeddings": int(need("max_position_embeddings")),
+        "dtype": dtype,
+        "dtype_bytes": DTYPE_BYTES[dtype],
+        "moe": moe,
+        "linear_attention": lin,
+        "mtp_layers": int(_first(text, "mtp_num_hidden_layers", "num_nextn_predict_layers", default=0)),
+        "quant_method": qc.get("quant_method"),
+    }
+
+
+def weights_from_index(index):
+    """Total bytes from a ``model.safetensors.index.json`` (its metadata.total_size)."""
+    try:
+        return int(index["metadata"]["total_size"])
+    except (KeyError, TypeError, ValueError):
+        raise ProfileError("model.safetensors.index.json: no metadata.total_size")
+
+
+def validate_profile(p, where="profile"):
+    """Check a profile mapping; returns it with ``arch`` (normalize_config of its config) added."""
+    if not isinstance(p, dict):
+        raise ProfileError("%s: expected a mapping" % where)
+    for key in ("id", "family", "variant", "weights_bytes", "config", "serving"):
+        if key not in p:
+            raise ProfileError("%s: missing required key %r" % (where, key))
+    if not isinstance(p["weights_bytes"], int) or p["weights_bytes"] <= 0:
+        raise ProfileError("%s: weights_bytes must be a positive integer (bytes)" % where)
+    for key in ("vision_weights_bytes", "mtp_weights_bytes"):
+        v = p.get(key, 0)
+        if not isinstance(v, int) or v < 0 or v >= p["weights_bytes"]:
+            raise ProfileError("%s: %s must be a non-negative integer below weights_bytes" % (where, key))
+    serving = p["serving"]
+    if not isinstance(serving, dict) or "min_vllm_version" not in serving:
+        raise ProfileError("%s: serving.min_vllm_version is required" % where)
+    if not re.match(r"^\d+\.\d+(\.\d+)?$", str(serving["min_vllm_version"])):
+        raise ProfileError("%s: serving.min_vllm_version %r is not X.Y.Z" % (where, serving["min_vllm_version"]))
+    feats = serving.get("features") or {}
+    if not isinstance(feats, dict):
+        raise ProfileError("%s: serving.features must be a mapping" % where)
+    for name, f in feats.items():
+        fw = "%s: serving.features.%s" % (where, name)
+        if not isinstance(f, dict):
+            raise ProfileError("%s: expected a mapping" % fw)
+        unknown = set(f) - FEATURE_KEYS
+        if unknown:
+            raise ProfileError("%s: unknown keys %s" % (fw, sorted(unknown)))
+        d = f.get("default", False)
+        if isinstance(d, dict):
+            if set(d) != set(OBJECTIVES) or not all(isinstance(v, bool) for v in d.values()):
+                raise ProfileError("%s: default must be a bool or {throughput: bool, latency: bool}" % fw)
+        elif not isinstance(d, bool):
+            raise ProfileError("%s: default must be a bool or {throughput: bool, latency: bool}" % fw)
+        for key in ("args_on", "args_off"):
+            args = f.get(key) or {}
+            if not isinstance(args, dict):
+                raise ProfileError("%s: %s must be a mapping of vLLM flags" % (fw, key))
+            for flag in args:
+                if not _KEBAB.match(str(flag)):
+                    raise ProfileError("%s: %s flag %r is not kebab-case without dashes" % (fw, key, flag))
+        for req in f.get("requires") or []:
+            if req not in FEATURE_REQUIRES:
+                raise ProfileError("%s: requires %r is not one of %s" % (fw, req, sorted(FEATURE_REQUIRES)))
+        for c in f.get("conflicts") or []:
+            if not isinstance(c, dict) or c.get("feature") not in feats or not c.get("reason"):
+                raise ProfileError("%s: conflicts entries need feature (another feature) and reason" % fw)
+    out = dict(p)
+    out["arch"] = normalize_config(p["config"], where="%s: config" % where)
+    return out
+
+
+def load_profiles(directory):
+    """Load every ``*.yml`` profile in ``directory``; returns {id: profile}.  File name must match the id."""
+    import yaml  # controller-side only
+
+    profiles = {}
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith((".yml", ".yaml")):
+            continue
+        path = os.path.join(directory, name)
+        with open(path) as fh:
+            data = yaml.safe_load(fh)
+        p = validate_profile(data, where=path)
+        if profile_filename(p["id"]) != name:
+            raise ProfileError("%s: file name must be %s (the id with '/' as '--')" % (path, profile_filename(p["id"])))
+        if p["id"] in profiles:
+            raise ProfileError("%s: duplicate profile id %s" % (path, p["id"]))
+        p["path"] = path
+        profiles[p["id"]] = p
+    return profiles
+
+
+def profile_from_model_dir(config, index=None, weights_bytes=None, name="local model", like=None):
+    """Profile for a model given as files: ``config`` (config.json contents), ``index`` (safetensors index
+    contents) or ``weights_bytes``.  ``like`` (a profile) lends its serving features when its model_type and
+    quantisation match; otherwise no model-specific features are added.
+    """
+    arch = normalize_config(config, where="%s: config.json" % name)
+    if weights_bytes is None:
+        if index is None:
+            raise ProfileError("%s: give weights_bytes or model.safetensors.index.json (metadata.total_size) "
+                               "so the planner knows the weight size" % name)
+        weights_bytes = weights_from_index(index)
+    serving = {"min_vllm_version": "0.0.0", "features": {}}
+    borrowed = None
+    if like is not None:
+        serving = like["serving"]
+        borrowed = like["id"]
+    p = {
+        "id": name, "family": like["family"] if like else name, "variant": arch["quant_method"] or arch["dtype"],
+        "quantization": arch["quant_method"], "weights_bytes": int(weights_bytes),
+        "vision_weights_bytes": 0, "mtp_weights_bytes": 0, "config": config, "serving": serving,
+        "features_from": borrowed, "arch": arch,
+    }
+    return p
+
+
+def match_profile(profiles, arch):
+    """The profile whose config has the same model_type and quantisation as ``arch`` (None when none does)."""
+    for p in profiles.values():
+        if p["arch"]["model_type"] == arch["model_type"] and p["arch"]["quant_method"] == arch["quant_method"]:
+            return p
+    return None
+
+
+def read_model_dir(path):
+    """Read config.json (+ model.safetensors.index.json when present) from a directory or a config.json path.
+    Returns (config, index or None, weights_bytes or None).  Without an index, the *.safetensors sizes are summed.
+    """
+    cfg_path = path if os.path.basename(path) == "config.json" else os.path.join(path, "config.json")
+    d = os.path.dirname(cfg_path)
+    if not os.path.isfile(cfg_path):
+        raise ProfileError("%s: no config.json there (model must be a profile name, a model directory or a "
+                           "config.json path)" % path)
+    with open(cfg_path) as fh:
+        config = json.load(fh)
+    index = None
+    idx_path = os.path.join(d, "model.safetensors.index.json")
+    if os.path.isfile(idx_path):
+        with open(idx_path) as fh:
+            index = json.load(fh)
+        return config, index, None
+    shards = [os.path.join(d, f) for f in os.listdir(d) if f.endswith(".safetensors")]
+    if shards:
+        return config, None, sum(os.path.getsize(s) for s in shards)
+    return config, None, None

@@ -1,0 +1,230 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet maintainers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_plan
+short_description: Plan a vLLM deployment for a model on given GPUs (pure planning, changes nothing)
+version_added: "0.1.0"
+description:
+  - Decides the layout (tensor-parallel size, replicas and their GPUs, expert parallelism), sizes the KV cache
+    and the concurrency it allows, and builds the vLLM arguments from the model profile's serving features.
+  - Runs on the Ansible controller (action plugin); touches no host. Model profiles are data files shipped in
+    the collection's C(profiles/) directory, one per checkpoint variant, named after the Hugging Face repo id.
+  - "Rules: KV bytes per token = 2 x full-attention layers x KV heads x head_dim x dtype bytes (hybrid models count
+    only their full-attention layers; their linear-attention state is per sequence and caps max_num_seqs);
+    a tensor-parallel group never spans GPUs without NVLink between them when a replica fits inside one NVLink
+    domain; the TP size divides the attention heads; with objective C(throughput), replicas are preferred over
+    TP when a replica fits one GPU; expert parallelism only inside an NVLink domain."
+  - Memory per GPU = total x gpu_memory_utilization - weights / TP - a conservative overhead (CUDA graphs, NCCL,
+    activations, sampler); the rest holds KV cache and linear-attention state.
+options:
+  model:
+    description:
+      - A profile name (the Hugging Face repo id, e.g. C(Qwen/Qwen3.5-35B-A3B), C(Qwen/Qwen3.5-35B-A3B-FP8),
+        C(Qwen/Qwen3.5-35B-A3B-GPTQ-Int4), C(llmfleet-test/tiny-qwen3-moe)), or a controller path to a model
+        directory or its config.json (weights from model.safetensors.index.json or the *.safetensors sizes).
+    type: str
+    required: true
+  model_config:
+    description:
+      - The model's config.json contents (e.g. slurped from a remote host). Overrides the architecture of the
+        profile named by I(model); needs I(weights_bytes) when I(model) is not a known profile.
+    type: dict
+  weights_bytes:
+    description: Size of the checkpoint's weights in bytes (overrides the profile's number).
+    type: int
+  gpu_facts:
+    description: The C(gpu_facts) returned by M(llmfleet.vllm.gpu_facts).
+    type: dict
+  gpu_facts_file:
+    description: A JSON or YAML file on the controller holding gpu_facts (or a registered gpu_facts result).
+    type: path
+  hardware:
+    description:
+      - Described hardware instead of gpu_facts, to plan before buying. Either a preset name
+        (C(1x RTX 4090), C(2x RTX 4090 PCIe), C(1x A100 80GB), C(2x H200 NVLink), C(8x H100 HGX)) or a dict
+        with count, memory_mib, link (NV<n>, PIX, PXB, PHB, NODE or SYS between every pair), name.
+    type: raw
+  accelerator:
+    description: C(gpu), or C(cpu) for the vLLM CPU engine (development / CI; needs I(kv_cache_memory_bytes)).
+    type: str
+    choices: [gpu, cpu]
+    default: gpu
+  kv_cache_memory_bytes:
+    description: KV cache budget of the CPU engine (C(--kv-cache-memory-bytes)); accelerator cpu only.
+    type: int
+  objective:
+    description: C(throughput) (replicas first) or C(latency) (TP over NVLink up to the KV head count).
+    type: str
+    choices: [throughput, latency]
+    default: throughput
+  max_model_len:
+    description: Context length to plan for (default the model's native context).
+    type: int
+  max_num_seqs:
+    description: Sequences in flight per replica (default chosen by the plan; hybrid models are capped by state).
+    type: int
+  max_num_batched_tokens:
+    description: Tokens per scheduler step (default 8192 on GPUs with 70 GiB or more, else 2048).
+    type: int
+  gpu_memory_utilization:
+    description: Share of each GPU's memory vLLM may use.
+    type: float
+    default: 0.9
+  tensor_parallel_size:
+    description: Force a TP size (default chosen by the plan).
+    type: int
+  enable_expert_parallel:
+    description: Force expert parallelism on or off (default on for MoE models with TP inside an NVLink domain).
+    type: bool
+  kv_cache_dtype:
+    description: KV cache dtype; C(auto) follows the model dtype.
+    type: str
+    choices: [auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, float16]
+    default: auto
+  features:
+    description:
+      - Serving features to turn on or off (true / false) over the profile's defaults. The Qwen3.5 profiles define
+        reasoning, thinking, tool_calling, mtp, prefix_caching, text_only, enforce_eager, eplb, trust_remote_code.
+    type: dict
+  vllm_version:
+    description: The vLLM version that will serve; the plan does not fit when it is older than the profile's minimum.
+    type: str
+  profiles_path:
+    description: Extra directories of profile files (searched after the collection's own profiles/).
+    type: list
+    elements: path
+    default: []
+  hardware_label:
+    description: Label of the hardware in C(table_row) (default the preset name or the GPU model).
+    type: str
+  fail_if_not_fits:
+    description: Fail the task, with the reasons and suggestions, when the model does not fit.
+    type: bool
+    default: false
+author:
+  - llmfleet maintainers
+attributes:
+  check_mode:
+    support: full
+  action:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Plan the FP8 checkpoint on this host's GPUs
+  llmfleet.vllm.vllm_plan:
+    model: Qwen/Qwen3.5-35B-A3B-FP8
+    gpu_facts: "{{ gpu.gpu_facts }}"
+    max_model_len: 65536
+    features:
+      tool_calling: true
+  register: plan
+
+- name: Plan before you buy
+  llmfleet.vllm.vllm_plan:
+    model: Qwen/Qwen3.5-35B-A3B
+    hardware: 2x H200 NVLink
+    objective: latency
+
+- name: Plan the tiny test model on the CPU engine
+  llmfleet.vllm.vllm_plan:
+    model: llmfleet-test/tiny-qwen3-moe
+    accelerator: cpu
+    kv_cache_memory_bytes: 67108864
+    max_model_len: 512
+"""
+
+RETURN = r"""
+plan:
+  description: The plan; later stages read it and re-derive nothing.
+  returned: always
+  type: dict
+  contains:
+    fits: {description: The model fits with these settings., type: bool}
+    tensor_parallel_size: {description: GPUs per replica (TP group)., type: int}
+    data_parallel_size: {description: Number of replicas (one vLLM container each)., type: int}
+    replicas: {description: GPU indices of each replica (one empty list on the CPU engine)., type: list}
+    enable_expert_parallel: {description: Expert parallelism inside each replica., type: bool}
+    weights_bytes: {description: Weight bytes loaded per replica (checkpoint less parts not loaded)., type: int}
+    weights_bytes_per_gpu: {description: Weight bytes on each GPU., type: int}
+    overhead_bytes_per_gpu: {description: Conservative non-weight non-KV estimate per GPU., type: int}
+    kv_cache_bytes_per_token: {description: KV bytes per token for the whole model (all ranks)., type: int}
+    state_bytes_per_sequence: {description: Linear-attention state per running sequence (0 for plain attention)., type: int}
+    kv_cache_tokens: {description: Tokens the KV cache of one replica holds while max_num_seqs sequences run., type: int}
+    kv_cache_tokens_total: {description: kv_cache_tokens x replicas., type: int}
+    max_num_seqs: {description: Sequences in flight per replica., type: int}
+    max_num_batched_tokens: {description: Tokens per scheduler step (GPU)., type: int}
+    max_model_len: {description: Context length planned for., type: int}
+    gpu_memory_utilization: {description: Share of GPU memory vLLM may use (null on CPU)., type: float}
+    max_concurrency_at_max_model_len: {description: Full-context sequences one replica holds at once., type: int}
+    max_concurrency_total: {description: The same over all replicas., type: int}
+    layout: {description: Short layout text, e.g. "2 x TP1" or "1 x TP2 EP NVLink"., type: str}
+    interconnect: {description: NVLink or the worst PCIe link inside a TP group (null for TP1)., type: str}
+    unused_gpus: {description: GPUs left out of every replica., type: list}
+    features: {description: Profile features on (true) or off (false)., type: dict}
+    min_vllm_version: {description: First vLLM release that serves the model., type: str}
+    reasons: {description: Sentences that explain each decision., type: list, elements: str}
+    suggestions:
+      description: When it does not fit, the smallest changes that would ({set, text}).
+      type: list
+      elements: dict
+    vllm_args:
+      description: >-
+        vLLM CLI flags without leading dashes, kebab-case: True -> --flag, False -> --no-flag, None -> omitted,
+        dict -> JSON, list -> repeated. Per replica; excludes model, served name, host, port and API key.
+      type: dict
+table_header:
+  description: Markdown header of the plan table.
+  returned: always
+  type: str
+table_row:
+  description: This plan as one Markdown table row (hardware, model, fits, layout, KV, concurrency, max_num_seqs).
+  returned: always
+  type: str
+"""
+
+ARGUMENT_SPEC = dict(
+    model=dict(type="str", required=True),
+    model_config=dict(type="dict"),
+    weights_bytes=dict(type="int"),
+    gpu_facts=dict(type="dict"),
+    gpu_facts_file=dict(type="path"),
+    hardware=dict(type="raw"),
+    accelerator=dict(type="str", choices=["gpu", "cpu"], default="gpu"),
+    kv_cache_memory_bytes=dict(type="int"),
+    objective=dict(type="str", choices=["throughput", "latency"], default="throughput"),
+    max_model_len=dict(type="int"),
+    max_num_seqs=dict(type="int"),
+    max_num_batched_tokens=dict(type="int"),
+    gpu_memory_utilization=dict(type="float", default=0.9),
+    tensor_parallel_size=dict(type="int"),
+    enable_expert_parallel=dict(type="bool"),
+    kv_cache_dtype=dict(type="str", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"],
+                        default="auto"),
+    features=dict(type="dict"),
+    vllm_version=dict(type="str"),
+    profiles_path=dict(type="list", elements="path", default=[]),
+    hardware_label=dict(type="str"),
+    fail_if_not_fits=dict(type="bool", default=False),
+)
+MUTUALLY_EXCLUSIVE = [("gpu_facts", "gpu_facts_file", "hardware")]
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+
+def main():
+    # The planning runs on the controller in the action plugin of the same name (it reads the collection's
+    # profile files).  Reaching this code means the action plugin was bypassed.
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=MUTUALLY_EXCLUSIVE,
+                           supports_check_mode=True)
+    module.fail_json(msg="llmfleet.vllm.vllm_plan runs on the controller through its action plugin; call it as "
+                         "llmfleet.vllm.vllm_plan (not through ansible.builtin.raw or a module path)")
+
+
+if __name__ == "__main__":
+    main()

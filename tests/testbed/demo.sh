@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# make demo: start a local test host (Debian 12 + systemd, no GPU), run site.yml against it with the
+# demo inventory, and print the endpoint. Re-running converges the same host (idempotent).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+name=llmfleet-demo
+mkdir -p .cache/demo && chmod 700 .cache/demo
+[ -s .cache/demo/api_key ] || (umask 077; python3 -c 'import secrets; print(secrets.token_urlsafe(24))' > .cache/demo/api_key)
+if ! docker inspect "$name" >/dev/null 2>&1; then
+  docker run -d --name "$name" --hostname "$name" \
+    --cap-add SYS_ADMIN --cap-add NET_ADMIN \
+    --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+    --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:rw -v /var/lib/docker \
+    --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
+    "${MOLECULE_HOST_IMAGE:?run make testbed first}" /lib/systemd/systemd >/dev/null
+fi
+docker start "$name" >/dev/null
+for _ in $(seq 1 30); do
+  state=$(docker exec "$name" systemctl is-system-running 2>/dev/null || true)
+  case "$state" in running|degraded) break ;; esac
+  sleep 1
+done
+start=$(date +%s)
+ansible-playbook site.yml -i inventories/demo
+ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$name")
+cat <<MSG
+
+llmfleet demo is serving (site.yml took $(( $(date +%s) - start ))s).
+  Endpoint:  http://$ip:8000/v1   (model name: tiny)
+  API key:   $top/.cache/demo/api_key   (on the host: /etc/llmfleet/vllm-0.env, root-only)
+  Try:       curl -s http://$ip:8000/v1/chat/completions -H "Authorization: Bearer \$(cat .cache/demo/api_key)" \\
+               -H 'Content-Type: application/json' -d '{"model":"tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":16}'
+  Logs:      docker exec $name journalctl -u llmfleet-vllm@0 -f
+  Remove:    docker rm -f $name
+MSG
