@@ -46,7 +46,10 @@ unit: venv
 
 molecule: testbed
 	set -a; . $(TESTBED); set +a; \
-	for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; $(BIN)/molecule test -s $$s; done
+	failed=""; for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; \
+	  start=$$(date +%s); $(BIN)/molecule test -s $$s || failed="$$failed $$s"; \
+	  echo "=== molecule $$s: $$(( $$(date +%s) - start ))s"; done; \
+	if [ -n "$$failed" ]; then echo "FAILED molecule scenarios:$$failed"; exit 1; fi
 
 integration: testbed
 	set -a; . $(TESTBED); set +a; $(BIN)/pytest -q tests/integration
