@@ -4,9 +4,9 @@
 #   v2      FROM it + a label: same engine, a new digest (an upgrade that must roll with no failed request)
 #   broken  FROM it + ENTRYPOINT /bin/false: every container exits 1 at start (the roll must stop at host 1)
 # Records LLMFLEET_TEST_VLLM_IMAGE_V2[_FROM_HOSTS] and LLMFLEET_TEST_VLLM_IMAGE_BROKEN[_FROM_HOSTS].
-# Usage: 50-vllm-cpu-variants.sh ENV_FILE   (idempotent: the builds are cached, a re-push changes no digest)
+# Usage: 35-vllm-cpu-variants.sh ENV_FILE   (idempotent: the builds are cached, a re-push changes no digest)
 set -euo pipefail
-env_file=${1:?usage: 50-vllm-cpu-variants.sh ENV_FILE}
+env_file=${1:?usage: 35-vllm-cpu-variants.sh ENV_FILE}
 registry=127.0.0.1:5000
 repo=llmfleet/vllm-cpu
 base=$(sed -n 's/^LLMFLEET_TEST_VLLM_IMAGE=//p' "$env_file" | tail -1)
