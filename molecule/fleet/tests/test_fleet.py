@@ -24,7 +24,7 @@ from request_loop import RequestLoop  # noqa: E402
 
 API_KEY = "llmfleet-sentinel-api-key-4f1c"
 MODEL = "tiny"
-NETWORK = "llmfleet-fleet-net"
+NETWORK = "bridge"  # the scenario's hosts sit on the default bridge (see molecule.yml)
 EDGE = "llmfleet-fleet-edge"
 GPUS = ["llmfleet-fleet-gpu1", "llmfleet-fleet-gpu2"]
 BACKEND = "llmfleet_vllm"
