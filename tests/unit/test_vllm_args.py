@@ -76,3 +76,9 @@ def test_malformed_plan_replicas_are_refused(bad):
     from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import replica_specs
     with pytest.raises(VllmArgsError, match="replica 0"):
         replica_specs(bad, "gpu")
+
+
+def test_argv_groups_keep_each_value_with_its_flag():
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import argv_groups
+    argv = render_vllm_args({"enforce-eager": True, "max-model-len": 512, "middleware": ["a", "b"]})
+    assert argv_groups(argv) == [["--enforce-eager"], ["--max-model-len", "512"], ["--middleware", "a"], ["--middleware", "b"]]
