@@ -3,7 +3,9 @@
 
 At most N requests, over at most T seconds, by W workers; it also stops early when asked (stop event, or
 SIGINT on the command line). A request counts as failed when it raises, times out, answers anything but 200,
-or returns a chat completion without text. Used by the fleet scenario while a rolling upgrade runs:
+or returns a chat completion without text. Requests are deterministic by default (temperature 0 and vLLM's
+ignore_eos, so every reply is exactly max_tokens tokens): a random test model sampled at temperature 1 now and
+then picks end-of-sequence first and answers "" legitimately, which must not pass for a failure. Used by the fleet scenario while a rolling upgrade runs:
 
     python3 tests/fleet/request_loop.py --base-url http://172.18.0.4:8080/v1 --model tiny \
         --api-key-env LLMFLEET_API_KEY --requests 500 --seconds 300 --workers 2
@@ -23,7 +25,7 @@ class RequestLoop:
     """Send chat completions until `max_requests` were sent, `max_seconds` passed, or stop() is called."""
 
     def __init__(self, base_url, model, api_key="", max_requests=100, max_seconds=60.0, workers=1,
-                 pause=0.0, timeout=60.0, max_tokens=8, prompt="Say hello."):
+                 pause=0.0, timeout=60.0, max_tokens=8, prompt="Say hello.", deterministic=True):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key
@@ -34,6 +36,7 @@ class RequestLoop:
         self.timeout = float(timeout)
         self.max_tokens = int(max_tokens)
         self.prompt = prompt
+        self.deterministic = deterministic
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = []
@@ -57,8 +60,11 @@ class RequestLoop:
             return self.sent
 
     def _one(self):
-        body = json.dumps({"model": self.model, "max_tokens": self.max_tokens,
-                           "messages": [{"role": "user", "content": self.prompt}]}).encode()
+        body = {"model": self.model, "max_tokens": self.max_tokens,
+                "messages": [{"role": "user", "content": self.prompt}]}
+        if self.deterministic:
+            body.update({"temperature": 0, "ignore_eos": True})
+        body = json.dumps(body).encode()
         request = urllib.request.Request(self.base_url + "/chat/completions", data=body, method="POST",
                                          headers={"Content-Type": "application/json"})
         if self.api_key:

@@ -20,6 +20,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         server = self.server
         with server.lock:
             server.seen.append((self.path, self.headers.get("Authorization"), body["model"]))
+            server.bodies.append(body)
             action = server.script[(len(server.seen) - 1) % len(server.script)]
         if action == "drop":
             self.close_connection = True
@@ -47,6 +48,7 @@ def server():
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.lock = threading.Lock()
     httpd.seen = []
+    httpd.bodies = []
     httpd.script = ["ok"]
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -62,6 +64,8 @@ def test_all_good_requests_count_as_ok_and_carry_key_and_model(server):
     summary = RequestLoop(base(server), "tiny", api_key="k1", max_requests=12, max_seconds=30, workers=3).run()
     assert (summary["sent"], summary["ok"], summary["failed"]) == (12, 12, 0)
     assert set(server.seen) == {("/v1/chat/completions", "Bearer k1", "tiny")}
+    # Deterministic replies of exactly max_tokens tokens: an empty one can only be a fault.
+    assert all(b["temperature"] == 0 and b["ignore_eos"] is True and b["max_tokens"] == 8 for b in server.bodies)
 
 
 def test_errors_empty_replies_and_dropped_connections_are_failures(server):
