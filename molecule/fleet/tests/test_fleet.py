@@ -1,0 +1,261 @@
+"""The fleet as its users meet it: one endpoint behind HAProxy, rolling upgrades without failed requests,
+a broken image that stops the roll at the first host, the rollback, and Prometheus watching all of it.
+
+Runs in `molecule verify` (or `molecule test -s fleet`) after converge. The tests run in file order and build on
+each other (v1 -> v2 roll, broken roll, rollback to v2). Every request is sent to the balancer only, on the
+scenario's docker network. The numbers (requests sent / failed, seconds per host, targets up) are printed and
+written to .cache/fleet-report.json.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+PROJECT = os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(PROJECT, "tests", "fleet"))
+from request_loop import RequestLoop  # noqa: E402
+
+API_KEY = "llmfleet-sentinel-api-key-4f1c"
+MODEL = "tiny"
+NETWORK = "bridge"  # the scenario's hosts sit on the default bridge (see molecule.yml)
+EDGE = "llmfleet-fleet-edge"
+GPUS = ["llmfleet-fleet-gpu1", "llmfleet-fleet-gpu2"]
+BACKEND = "llmfleet_vllm"
+V1 = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_FROM_HOSTS", "")
+V2 = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_V2_FROM_HOSTS", "")
+BROKEN = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_BROKEN_FROM_HOSTS", "")
+# Bounds of the request loop that runs during each roll: at most this many requests, for at most this long.
+LOOP_REQUESTS = int(os.environ.get("LLMFLEET_FLEET_LOOP_REQUESTS", "3000"))
+LOOP_SECONDS = float(os.environ.get("LLMFLEET_FLEET_LOOP_SECONDS", "900"))
+REPORT = os.path.join(PROJECT, ".cache", "fleet-report.json")
+RESULTS = {}
+
+pytestmark = pytest.mark.skipif(not (V1 and V2 and BROKEN), reason="needs the test bed (make testbed)")
+
+
+def run(*argv, check=True):
+    return subprocess.run(list(argv), capture_output=True, text=True, check=check)
+
+
+def on(host, command, check=True):
+    """Run a shell command on a scenario host (a container on this machine)."""
+    return run("docker", "exec", host, "sh", "-c", command, check=check)
+
+
+def address(container):
+    info = json.loads(run("docker", "inspect", container).stdout)[0]
+    return info["NetworkSettings"]["Networks"][NETWORK]["IPAddress"]
+
+
+def balancer_url():
+    return "http://%s:8080" % address(EDGE)
+
+
+def http(url, body=None, key=None, timeout=30):
+    """(status, text) of one request; HTTP errors are answers too."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Content-Type": "application/json"})
+    if key is not None:
+        request.add_header("Authorization", "Bearer " + key)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def servers():
+    """{server: {status, scur, check_status}} as the balancer sees them (HAProxy's stats CSV)."""
+    csv = on(EDGE, "curl -fsS 'http://127.0.0.1:8404/stats;csv'").stdout
+    header = csv.splitlines()[0][2:].split(",")
+    result = {}
+    for line in csv.splitlines()[1:]:
+        row = dict(zip(header, line.split(",")))
+        if row.get("pxname") == BACKEND and row["svname"] not in ("FRONTEND", "BACKEND"):
+            result[row["svname"]] = row
+    return result
+
+
+def wait_all_up(timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = {name: row["status"] for name, row in servers().items()}
+        if state and set(state.values()) == {"UP"}:
+            return state
+        time.sleep(2)
+    raise AssertionError("not every replica UP behind the balancer: %s" % state)
+
+
+def container(host):
+    """(image reference, start time) of the host's replica 0."""
+    out = on(host, "docker inspect --format '{{.Config.Image}} {{.State.StartedAt}} {{.State.Running}}' llmfleet-vllm-0",
+             check=False).stdout.split()
+    return (out[0], out[1], out[2] == "true") if len(out) == 3 else (None, None, False)
+
+
+def digest(ref):
+    return ref.rsplit("@", 1)[1]
+
+
+def playbook(name, *extra):
+    """Run one of the collection's playbooks against the scenario's inventory, the way a user would."""
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(PROJECT, "collections"),
+               ANSIBLE_ROLES_PATH=os.path.join(PROJECT, "roles"), ANSIBLE_CONFIG=os.path.join(PROJECT, "ansible.cfg"),
+               ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3", ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
+            os.path.join(PROJECT, "playbooks", name)] + list(extra)
+    started = time.monotonic()
+    result = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True)
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+def roll_under_load(*extra):
+    """Run upgrade.yml while a bounded request loop goes through the balancer; (playbook result, loop summary)."""
+    loop = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=LOOP_REQUESTS, max_seconds=LOOP_SECONDS,
+                       workers=2, pause=0.2, timeout=60).start()
+    try:
+        result = playbook("upgrade.yml", *extra)
+    finally:
+        summary = loop.stop()
+    return result, summary
+
+
+def host_times(stdout):
+    """{host: (seconds for the host, seconds out of the balancers)} from upgrade.yml's report lines."""
+    return {m.group(1): (float(m.group(2)), float(m.group(3))) for m in re.finditer(
+        r"llmfleet upgrade: (\S+) now serves \S+; done in ([0-9.]+) s, out of the balancers for ([0-9.]+) s", stdout)}
+
+
+def record(key, value):
+    RESULTS[key] = value
+    os.makedirs(os.path.dirname(REPORT), exist_ok=True)
+    with open(REPORT, "w") as handle:
+        json.dump(RESULTS, handle, indent=2)
+    print("%s: %s" % (key, json.dumps(value)))
+
+
+def test_replicas_listen_on_their_private_address_only():
+    for host in GPUS:
+        ip = address(host)
+        ports = on(host, "docker port llmfleet-vllm-0").stdout.split()
+        assert ports[-1] == "%s:8000" % ip, ports
+        # Not on loopback or any other address of the host: only the private network reaches vLLM.
+        assert on(host, "curl -s -o /dev/null -m 3 http://127.0.0.1:8000/health", check=False).returncode != 0
+        assert on(EDGE, "curl -fsS -o /dev/null -m 5 http://%s:8000/health" % ip, check=False).returncode == 0
+
+
+def test_balancer_enforces_the_key_and_hides_vllm_internals():
+    base = balancer_url()
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+    assert http(base + "/v1/models")[0] == 401
+    assert http(base + "/v1/chat/completions", chat, key="wrong-key")[0] == 401
+    status, text = http(base + "/v1/chat/completions", chat, key=API_KEY)
+    assert status == 200 and json.loads(text)["choices"][0]["message"]["content"]
+    # vLLM serves /metrics, /tokenize and more without checking the key: the balancer does not forward them.
+    for path in ("/metrics", "/tokenize", "/version", "/reset_prefix_cache"):
+        assert http(base + path, key=API_KEY)[0] == 404, path
+    assert http(base + "/health") == (200, "ok")
+
+
+def test_balancer_spreads_requests_over_both_hosts():
+    before = {name: int(row["stot"]) for name, row in servers().items()}
+    summary = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=12, max_seconds=120, workers=2).run()
+    after = {name: int(row["stot"]) for name, row in servers().items()}
+    assert summary["failed"] == 0, summary
+    assert sorted(after) == ["llmfleet-fleet-gpu1-0", "llmfleet-fleet-gpu2-0"]
+    assert all(after[name] > before[name] for name in after), (before, after)
+
+
+def test_prometheus_scrapes_every_target():
+    targets = json.loads(on(EDGE, "curl -fsS http://127.0.0.1:9090/api/v1/targets?state=active").stdout)
+    active = targets["data"]["activeTargets"]
+    by_job = {}
+    for target in active:
+        by_job.setdefault(target["labels"]["job"], []).append(target["health"])
+    record("prometheus_targets_after_converge", {job: "%d/%d up" % (h.count("up"), len(h)) for job, h in by_job.items()})
+    assert sorted(by_job) == ["haproxy", "node", "prometheus", "vllm"]
+    assert len(by_job["vllm"]) == 2 and len(by_job["node"]) == 3
+    assert all(t["health"] == "up" for t in active), [(t["scrapeUrl"], t["lastError"]) for t in active]
+    # vLLM's own series arrive, one per replica, labelled with the host.
+    query = json.loads(on(EDGE, "curl -fsS 'http://127.0.0.1:9090/api/v1/query?query=vllm:num_requests_running'").stdout)
+    assert sorted(r["metric"]["host"] for r in query["data"]["result"]) == GPUS
+
+
+def test_alert_rules_pass_their_promtool_unit_tests():
+    with open(os.path.join(PROJECT, "tests", "monitoring", "llmfleet.rules.test.yml")) as handle:
+        tests = handle.read()
+    subprocess.run(["docker", "exec", "-i", EDGE, "sh", "-c", "cat > /tmp/llmfleet.rules.test.yml"],
+                   input=tests, text=True, check=True)
+    result = on(EDGE, "promtool test rules /tmp/llmfleet.rules.test.yml", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rolling_upgrade_to_v2_fails_no_request():
+    assert all(digest(container(h)[0]) == digest(V1) for h in GPUS), "the converge should serve v1"
+    result, loop = roll_under_load("-e", "vllm_image_ref=%s" % V2)
+    times = host_times(result.stdout)
+    record("roll_v1_to_v2", {"playbook_rc": result.returncode, "playbook_seconds": result.seconds,
+                             "requests": loop, "seconds_per_host": {h: t[0] for h, t in times.items()},
+                             "seconds_out_of_balancer": {h: t[1] for h, t in times.items()}})
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert loop["failed"] == 0, loop
+    assert loop["ok"] >= 10, loop
+    assert sorted(times) == GPUS
+    for host in GPUS:
+        ref, _, running = container(host)
+        assert running and digest(ref) == digest(V2), (host, ref)
+    wait_all_up()
+
+
+def test_broken_image_stops_the_roll_at_the_first_host():
+    gpu2_before = container(GPUS[1])
+    result, loop = roll_under_load("-e", "vllm_image_ref=%s" % BROKEN)
+    state = {name: row["status"] for name, row in servers().items()}
+    record("roll_broken_image", {"playbook_rc": result.returncode, "playbook_seconds": result.seconds,
+                                 "requests": loop, "balancer_after": state,
+                                 "hosts_upgraded": sorted(host_times(result.stdout))})
+    assert result.returncode != 0
+    assert host_times(result.stdout) == {}
+    # The first host failed its health gate and stays out of the balancer ...
+    assert "vLLM did not become healthy on llmfleet-fleet-gpu1" in result.stdout
+    assert state == {"llmfleet-fleet-gpu1-0": "MAINT", "llmfleet-fleet-gpu2-0": "UP"}
+    # ... the second was never touched and carried every request.
+    assert container(GPUS[1]) == gpu2_before and digest(gpu2_before[0]) == digest(V2)
+    assert loop["failed"] == 0, loop
+    assert loop["ok"] >= 5, loop
+
+
+def test_rollback_puts_the_failed_host_back_on_the_good_version():
+    result, loop = roll_under_load("-e", "vllm_image_ref=%s" % V2, "-e", "upgrade_allow_degraded_start=true")
+    times = host_times(result.stdout)
+    record("rollback_to_v2", {"playbook_rc": result.returncode, "playbook_seconds": result.seconds, "requests": loop,
+                              "seconds_per_host": {h: t[0] for h, t in times.items()}})
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert loop["failed"] == 0, loop
+    for host in GPUS:
+        ref, _, running = container(host)
+        assert running and digest(ref) == digest(V2), (host, ref)
+    wait_all_up()
+
+
+def test_prometheus_sees_every_target_up_after_the_rolls():
+    deadline = time.monotonic() + 60
+    while True:
+        active = json.loads(on(EDGE, "curl -fsS http://127.0.0.1:9090/api/v1/targets?state=active").stdout)[
+            "data"]["activeTargets"]
+        up = [t for t in active if t["health"] == "up"]
+        if len(up) == len(active) or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    record("prometheus_targets_up_at_end", "%d/%d" % (len(up), len(active)))
+    assert len(up) == len(active) == 7

@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""Filters for the fleet stage (balancer, monitoring, upgrade); the logic lives in module_utils/fleet.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet
+
+
+def fleet_backends(members):
+    """Every replica of the serving hosts (members: [{host, address, serving}]) as balancer backends."""
+    try:
+        return fleet.fleet_backends(list(members or []))
+    except fleet.FleetError as exc:
+        raise AnsibleFilterError("fleet_backends: %s" % exc)
+
+
+def prometheus_vllm_targets(backends):
+    """Prometheus static_configs (one labelled group per replica) for the backends' /metrics."""
+    return fleet.prometheus_vllm_targets(list(backends or []))
+
+
+def haproxy_servers(text, backend):
+    """{server: {status, scur, check_status}} of one backend, from HAProxy's `show stat` CSV."""
+    try:
+        return fleet.haproxy_servers(text, backend)
+    except fleet.FleetError as exc:
+        raise AnsibleFilterError("haproxy_servers: %s" % exc)
+
+
+def fleet_server_name(host, replica):
+    """The balancer's name for one replica: <host>-<replica>."""
+    return fleet.server_name(host, replica)
+
+
+def fleet_server_name_for(replica, host):
+    """Same as fleet_server_name, replica first (for map('llmfleet.vllm.fleet_server_name_for', host))."""
+    return fleet.server_name(host, replica)
+
+
+def fleet_address_port(address, port):
+    """host:port, IPv6 addresses in brackets."""
+    return fleet.address_port(address, port)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "fleet_backends": fleet_backends,
+            "prometheus_vllm_targets": prometheus_vllm_targets,
+            "haproxy_servers": haproxy_servers,
+            "fleet_server_name": fleet_server_name,
+            "fleet_address_port": fleet_address_port,
+            "fleet_server_name_for": fleet_server_name_for,
+        }

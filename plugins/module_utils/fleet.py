@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE)
+"""The fleet in front of the replicas: balancer backends, scrape targets, HAProxy state (pure functions, no I/O).
+
+Input is what each serving host's vllm_server role wrote to /etc/llmfleet/serving.json, one "member" per
+host: {"host": inventory name, "address": the host's private address, "serving": <serving.json>}.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import csv
+import re
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+WILDCARD = ("0.0.0.0", "::", "[::]", "")
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_.:-]")
+_URL = re.compile(r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:]+\]|[^/:]+)(?::(?P<port>\d+))?(?P<path>/.*)?$")
+
+
+class FleetError(ValueError):
+    """A fleet description that cannot be balanced; the message says what is wrong and how to fix it."""
+
+
+def server_name(host, replica):
+    """HAProxy server name (and Prometheus 'instance' label) of one replica: <host>-<replica>, safe characters only."""
+    return _NAME_BAD.sub("_", "%s-%s" % (host, replica))
+
+
+def parse_url(url):
+    """Split http(s)://host:port/path into (host, port or None, path). Raises FleetError on anything else."""
+    match = _URL.match(url or "")
+    if not match:
+        raise FleetError("not an http(s) URL: %r" % (url,))
+    port = match.group("port")
+    return match.group("host"), (int(port) if port else None), match.group("path") or "/"
+
+
+def _replica_address(member, index, replica):
+    """The address the balancer dials for one replica (see fleet_backends)."""
+    serving = member["serving"]
+    bind = serving.get("bind_address")
+    urls = serving.get("base_urls") or []
+    url_host = parse_url(urls[index])[0] if index < len(urls) else ""
+    if bind in LOOPBACK:
+        raise FleetError(
+            "%s: replica %s listens on loopback only (%s), so no balancer can reach it. Set "
+            "vllm_server_bind_address to the host's private address (e.g. \"{{ ansible_default_ipv4.address }}\") "
+            "and re-run playbooks/serve.yml." % (member["host"], replica.get("name"), bind))
+    if bind and bind not in WILDCARD:
+        return bind
+    if bind is None and url_host and url_host not in LOOPBACK and url_host not in WILDCARD:
+        return url_host
+    # Bound to every address (or a serving.json without bind_address whose URL is loopback): the host's address.
+    address = member.get("address") or ""
+    if not address:
+        raise FleetError(
+            "%s: replica %s has no address other hosts can reach: set vllm_server_bind_address to the "
+            "host's private address, or llmfleet_fleet_address for the host." % (member["host"], replica.get("name")))
+    return address
+
+
+def _exposed(serving, index):
+    """True when the replica answers on every address of its host (clients can go around the balancer)."""
+    bind = serving.get("bind_address")
+    if bind is not None:
+        return bind in WILDCARD
+    urls = serving.get("base_urls") or []
+    return index < len(urls) and parse_url(urls[index])[0] in LOOPBACK
+
+
+def fleet_backends(members):
+    """Every replica of every serving host, in inventory order, as the balancer and Prometheus see them.
+
+    Each result: {name, host, replica, address, port, served_model_name, exposed}; exposed is True when the
+    replica answers on every address of its host (bound to 0.0.0.0), i.e. clients can go around the balancer.
+    Raises FleetError when a host has not been served yet, a replica is reachable on loopback only, two
+    replicas share an address:port, or the hosts serve different model names (one balancer, one model).
+    """
+    if not members:
+        raise FleetError("no serving hosts: put the vLLM hosts in group gpu_nodes and run site.yml first.")
+    backends = []
+    seen = {}
+    names = {}
+    for member in members:
+        host = member.get("host") or "?"
+        serving = member.get("serving")
+        if not isinstance(serving, dict) or not serving.get("replicas"):
+            raise FleetError(
+                "%s: no replicas described (its /etc/llmfleet/serving.json is missing or empty): run "
+                "playbooks/serve.yml on it first." % host)
+        name = serving.get("served_model_name") or ""
+        names.setdefault(name, []).append(host)
+        for index, replica in enumerate(serving["replicas"]):
+            address = _replica_address(member, index, replica)
+            port = int(replica["port"])
+            key = (address, port)
+            if key in seen:
+                raise FleetError("%s and %s both claim %s:%d: give each host its own llmfleet_fleet_address."
+                                 % (seen[key], host, address, port))
+            seen[key] = host
+            backends.append({
+                "name": server_name(host, replica.get("name", index)),
+                "host": host,
+                "replica": str(replica.get("name", index)),
+                "address": address,
+                "port": port,
+                "served_model_name": name,
+                "exposed": _exposed(serving, index),
+            })
+    if len(names) > 1:
+        raise FleetError(
+            "the serving hosts serve different model names (%s): one balancer routes one model. Give every "
+            "host in gpu_nodes the same llmfleet_served_model_name." % "; ".join(
+                "%r on %s" % (n, ", ".join(h)) for n, h in sorted(names.items())))
+    return backends
+
+
+def address_port(address, port):
+    """host:port with IPv6 addresses in brackets."""
+    if ":" in address and not address.startswith("["):
+        address = "[%s]" % address
+    return "%s:%d" % (address, int(port))
+
+
+def prometheus_vllm_targets(backends):
+    """Prometheus static_configs for the replicas' /metrics: one group per replica, labelled host, replica, server.
+
+    No model label: vLLM's own series carry model_name already (a target label of that name would rename it).
+    """
+    return [{
+        "targets": [address_port(b["address"], b["port"])],
+        "labels": {"host": b["host"], "replica": b["replica"], "server": b["name"]},
+    } for b in backends]
+
+
+def haproxy_stat(text):
+    """Parse HAProxy's `show stat` CSV (header line '# pxname,svname,...') into a list of dicts."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if not lines or not lines[0].startswith("# "):
+        raise FleetError("not HAProxy 'show stat' CSV output (no '# pxname,...' header)")
+    header = lines[0][2:].split(",")
+    rows = []
+    for record in csv.reader(lines[1:]):
+        rows.append(dict(zip(header, record)))
+    return rows
+
+
+def haproxy_servers(text, backend):
+    """{server name: {status, scur, check_status}} of one backend in a `show stat` CSV."""
+    result = {}
+    for row in haproxy_stat(text):
+        if row.get("pxname") == backend and row.get("svname") not in ("FRONTEND", "BACKEND"):
+            result[row["svname"]] = {"status": row.get("status", ""), "scur": int(row.get("scur") or 0),
+                                     "check_status": row.get("check_status", "")}
+    return result

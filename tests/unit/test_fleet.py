@@ -1,0 +1,111 @@
+"""Balancer backends and scrape targets from the hosts' serving.json; HAProxy `show stat` parsing."""
+import pytest
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet
+
+
+def serving(base_urls, ports, name="tiny", bind=None):
+    described = {
+        "served_model_name": name,
+        "replicas": [{"name": str(i), "port": p, "gpus": []} for i, p in enumerate(ports)],
+        "base_urls": base_urls,
+    }
+    if bind is not None:
+        described["bind_address"] = bind
+    return described
+
+
+def test_private_bind_address_is_what_the_balancer_dials():
+    backends = fleet.fleet_backends([
+        {"host": "gpu1", "address": "10.0.0.1",
+         "serving": serving(["http://10.0.0.1:8000/v1", "http://10.0.0.1:8001/v1"], [8000, 8001], bind="10.0.0.1")},
+        {"host": "gpu2", "address": "10.0.0.2", "serving": serving(["http://10.0.0.2:8000/v1"], [8000])},
+    ])
+    assert [(b["name"], b["address"], b["port"], b["exposed"]) for b in backends] == [
+        ("gpu1-0", "10.0.0.1", 8000, False), ("gpu1-1", "10.0.0.1", 8001, False), ("gpu2-0", "10.0.0.2", 8000, False)]
+    assert {b["served_model_name"] for b in backends} == {"tiny"}
+
+
+def test_wildcard_bind_uses_the_host_address_and_is_flagged_exposed():
+    backends = fleet.fleet_backends([
+        {"host": "gpu1", "address": "192.168.1.5", "serving": serving(["http://127.0.0.1:8000/v1"], [8000], bind="0.0.0.0")},
+        # serving.json from before bind_address was recorded: loopback URL means "every address" here.
+        {"host": "gpu2", "address": "192.168.1.6", "serving": serving(["http://127.0.0.1:8000/v1"], [8000])},
+    ])
+    assert [(b["address"], b["exposed"]) for b in backends] == [("192.168.1.5", True), ("192.168.1.6", True)]
+
+
+def test_loopback_bind_is_refused_with_the_fix():
+    with pytest.raises(fleet.FleetError, match="loopback only.*vllm_server_bind_address"):
+        fleet.fleet_backends([{"host": "gpu1", "address": "10.0.0.1",
+                               "serving": serving(["http://127.0.0.1:8000/v1"], [8000], bind="127.0.0.1")}])
+
+
+def test_unserved_host_is_refused():
+    with pytest.raises(fleet.FleetError, match="gpu2: no replicas described.*serve.yml"):
+        fleet.fleet_backends([
+            {"host": "gpu1", "address": "10.0.0.1", "serving": serving(["http://10.0.0.1:8000/v1"], [8000])},
+            {"host": "gpu2", "address": "10.0.0.2", "serving": {}}])
+    with pytest.raises(fleet.FleetError, match="no serving hosts"):
+        fleet.fleet_backends([])
+
+
+def test_hosts_serving_different_models_are_refused():
+    with pytest.raises(fleet.FleetError, match="different model names.*'a' on gpu1.*'b' on gpu2"):
+        fleet.fleet_backends([
+            {"host": "gpu1", "address": "10.0.0.1", "serving": serving(["http://10.0.0.1:8000/v1"], [8000], name="a")},
+            {"host": "gpu2", "address": "10.0.0.2", "serving": serving(["http://10.0.0.2:8000/v1"], [8000], name="b")}])
+
+
+def test_two_hosts_on_one_address_are_refused():
+    with pytest.raises(fleet.FleetError, match="gpu1 and gpu2 both claim 10.0.0.1:8000"):
+        fleet.fleet_backends([
+            {"host": "gpu1", "address": "10.0.0.1", "serving": serving(["http://127.0.0.1:8000/v1"], [8000])},
+            {"host": "gpu2", "address": "10.0.0.1", "serving": serving(["http://127.0.0.1:8000/v1"], [8000])}])
+
+
+def test_wildcard_without_a_known_address_is_refused():
+    with pytest.raises(fleet.FleetError, match="no address other hosts can reach"):
+        fleet.fleet_backends([{"host": "gpu1", "address": "",
+                               "serving": serving(["http://127.0.0.1:8000/v1"], [8000], bind="0.0.0.0")}])
+
+
+def test_server_names_are_haproxy_safe():
+    assert fleet.server_name("gpu-01.example.com", "0") == "gpu-01.example.com-0"
+    assert fleet.server_name("gpu 01/a", 1) == "gpu_01_a-1"
+
+
+def test_prometheus_targets_label_each_replica_and_bracket_ipv6():
+    backends = fleet.fleet_backends([
+        {"host": "gpu1", "address": "fd00::1", "serving": serving(["http://[fd00::1]:8000/v1"], [8000], bind="fd00::1")}])
+    assert fleet.prometheus_vllm_targets(backends) == [{
+        "targets": ["[fd00::1]:8000"],
+        "labels": {"host": "gpu1", "replica": "0", "server": "gpu1-0"}}]
+
+
+SHOW_STAT = """# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,weight,act,bck,chkfail,chkdown,lastchg,downtime,qlimit,pid,iid,sid,throttle,lbtot,tracked,type,rate,rate_lim,rate_max,check_status,check_code,check_duration
+llmfleet,FRONTEND,,,1,2,4096,10,100,200,0,0,0,,,,,OPEN,,,,,,,,,1,2,0,,,,0,0,0,1,,,
+llmfleet_vllm,gpu1-0,0,0,1,1,,5,50,100,,0,,0,0,0,0,UP,1,1,0,0,0,30,0,,1,3,1,,5,,2,0,,1,L7OK,200,3
+llmfleet_vllm,gpu2-0,0,0,0,1,,5,50,100,,0,,0,0,0,0,MAINT,1,1,0,0,0,30,0,,1,3,2,,5,,2,0,,1,"L4CON, refused",,0
+llmfleet_vllm,BACKEND,0,0,1,2,410,10,100,200,0,0,,0,0,0,0,UP,2,2,0,,0,30,0,,1,3,0,,10,,1,0,,1,,,
+"""
+
+
+def test_haproxy_show_stat_gives_each_server_state():
+    assert fleet.haproxy_servers(SHOW_STAT, "llmfleet_vllm") == {
+        "gpu1-0": {"status": "UP", "scur": 1, "check_status": "L7OK"},
+        "gpu2-0": {"status": "MAINT", "scur": 0, "check_status": "L4CON, refused"},
+    }
+    assert fleet.haproxy_servers(SHOW_STAT, "other") == {}
+
+
+def test_haproxy_show_stat_rejects_other_text():
+    with pytest.raises(fleet.FleetError, match="show stat"):
+        fleet.haproxy_servers("Unknown command", "llmfleet_vllm")
+
+
+def test_parse_url():
+    assert fleet.parse_url("http://10.0.0.1:8000/v1") == ("10.0.0.1", 8000, "/v1")
+    assert fleet.parse_url("https://[::1]/") == ("[::1]", None, "/")
+    with pytest.raises(fleet.FleetError):
+        fleet.parse_url("10.0.0.1:8000")
