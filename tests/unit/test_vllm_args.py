@@ -76,3 +76,11 @@ def test_malformed_plan_replicas_are_refused(bad):
     from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import replica_specs
     with pytest.raises(VllmArgsError, match="replica 0"):
         replica_specs(bad, "gpu")
+
+
+def test_replica_specs_refuse_a_port_base_that_is_not_a_port():
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import VllmArgsError, replica_specs
+    with pytest.raises(VllmArgsError, match="vllm_server_port_base must be a TCP port number"):
+        replica_specs(None, "cpu", "eighty")
+    with pytest.raises(VllmArgsError, match="1-65535"):
+        replica_specs([[0]], "gpu", 70000)
