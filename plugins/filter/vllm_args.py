@@ -8,6 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import (
     VllmArgsError,
+    argv_groups,
     merge_vllm_args,
     render_vllm_args,
     replica_specs,
@@ -46,4 +47,5 @@ def vllm_replicas(plan_replicas, accelerator="gpu", port_base=8000):
 class FilterModule:
     def filters(self):
         return {"vllm_argv": vllm_argv, "vllm_args_merge": vllm_args_merge,
-                "vllm_replicas": vllm_replicas}
+                "vllm_replicas": vllm_replicas,
+                "vllm_argv_groups": argv_groups}

@@ -113,3 +113,14 @@ def replica_specs(plan_replicas, accelerator="gpu", port_base=8000):
             raise VllmArgsError("replica %d: expected a non-empty list of GPU indices, got %r" % (index, gpus))
         specs.append({"name": str(index), "port": int(port_base) + index, "gpus": list(gpus)})
     return specs
+
+
+def argv_groups(argv):
+    """Group an argv list as [flag, value...] per flag, for one-flag-per-line rendering."""
+    groups = []
+    for arg in argv:
+        if arg.startswith("--") or not groups:
+            groups.append([arg])
+        else:
+            groups[-1].append(arg)
+    return groups

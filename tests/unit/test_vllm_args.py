@@ -84,3 +84,9 @@ def test_replica_specs_refuse_a_port_base_that_is_not_a_port():
         replica_specs(None, "cpu", "eighty")
     with pytest.raises(VllmArgsError, match="1-65535"):
         replica_specs([[0]], "gpu", 70000)
+
+
+def test_argv_groups_keep_each_value_with_its_flag():
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import argv_groups
+    argv = render_vllm_args({"enforce-eager": True, "max-model-len": 512, "middleware": ["a", "b"]})
+    assert argv_groups(argv) == [["--enforce-eager"], ["--max-model-len", "512"], ["--middleware", "a"], ["--middleware", "b"]]
