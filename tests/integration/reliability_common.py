@@ -153,3 +153,58 @@ def docker_inventory(hosts, group="gpu_nodes"):
     return {"all": {"children": {group: {"hosts": {h: {
         "ansible_connection": "community.docker.docker",
         "ansible_python_interpreter": "/usr/bin/python3"} for h in hosts}}}}}
+
+
+# ---- one served test host, shared by the fault tests and the secrets audit ------------------------------------
+
+SERVED_HOST = "llmfleet-rel-host"
+# Sentinels: unique strings that must never show up where the audit looks (only in the 0600 env file).
+SENTINEL_API_KEY = "llmfleet-sentinel-apikey-7f3a9c2e"
+SENTINEL_HUB_TOKEN = "hf_llmfleetSentinelHubToken5b81d4"
+_deployment = {}
+
+
+def testbed_ready(env=None):
+    env = env if env is not None else load_env()
+    return all(env.get(k) for k in ("MOLECULE_HOST_IMAGE", "LLMFLEET_TEST_VLLM_IMAGE_FROM_HOSTS",
+                                    "LLMFLEET_TEST_MODEL_DIR", "LLMFLEET_TEST_REGISTRY_FROM_HOSTS"))
+
+
+def deploy_site(host=SERVED_HOST, timeout=1800):
+    """Start a fresh test host and run the whole site.yml on it (demo profile: cpu engine, tiny model) with
+    the sentinel API key and hub token; once per test process (the fault tests and the audit share it).
+
+    The secrets travel the way a CI job passes them: a 0600 vars file OUTSIDE the runner's private data dir,
+    given as `-e @file`, so anything the audit finds in the artifacts came out of the play itself.
+    Returns a dict: run (Run, artifacts kept), secrets_file, inventory, wall_s.
+    """
+    if host in _deployment:
+        return _deployment[host]
+    env = load_env()
+    work = tempfile.mkdtemp(prefix="llmfleet-rel-site-")
+    inventory = os.path.join(work, "inventory")
+    shutil.copytree(os.path.join(TOP, "inventories", "demo", "group_vars"), os.path.join(inventory, "group_vars"))
+    with open(os.path.join(inventory, "hosts.yml"), "w") as fh:
+        json.dump(docker_inventory([host]), fh)
+    secrets_file = os.path.join(work, "secrets.yml")
+    fd = os.open(secrets_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"llmfleet_api_key": SENTINEL_API_KEY, "vllm_server_hf_token": SENTINEL_HUB_TOKEN,
+                   "model_weights_token": SENTINEL_HUB_TOKEN}, fh)
+    envvars = {k: v for k, v in env.items() if k.startswith("LLMFLEET_TEST_")}
+    # The demo inventory reads the key from a file; point it at a non-secret stand-in (the -e file wins).
+    stand_in = os.path.join(work, "demo_api_key")
+    with open(stand_in, "w") as fh:
+        fh.write("not-the-sentinel\n")
+    envvars["LLMFLEET_DEMO_API_KEY_FILE"] = stand_in
+    start_host(host, env["MOLECULE_HOST_IMAGE"])
+    run = run_playbook(os.path.join(TOP, "site.yml"), inventory, envvars=envvars, keep=True, timeout=timeout,
+                       cmdline="-e @%s" % secrets_file)
+    _deployment[host] = {"run": run, "secrets_file": secrets_file, "inventory": inventory, "work": work,
+                         "wall_s": run.wall_s}
+    return _deployment[host]
+
+
+def host_ip(name):
+    return subprocess.run(["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                           name], capture_output=True, text=True, check=True).stdout.strip()
