@@ -201,6 +201,7 @@ def deploy_site(host=SERVED_HOST, timeout=1800):
     run = run_playbook(os.path.join(TOP, "site.yml"), inventory, envvars=envvars, keep=True, timeout=timeout,
                        cmdline="-e @%s" % secrets_file)
     _deployment[host] = {"run": run, "secrets_file": secrets_file, "inventory": inventory, "work": work,
+                         "envvars": envvars,
                          "wall_s": run.wall_s}
     return _deployment[host]
 

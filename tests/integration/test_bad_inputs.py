@@ -174,6 +174,9 @@ CASES = [
          ["own name, port and GPUs", "vllm_server_replicas"]),
     case("port-base-not-int", "wrong type for a port", role_play("vllm_server"), SERVER,
          {"vllm_server_port_base": "eighty"}, ["vllm_server_port_base must be a TCP port number"]),
+    case("prod-endpoint-without-api-key", "prod replicas on every address with no API key",
+         role_play("vllm_server"), SERVER, {"llmfleet_environment": "prod", "llmfleet_api_key": ""},
+         ["llmfleet_environment is prod", "Set llmfleet_api_key", "vllm_server_bind_address"]),
     case("server-image-not-on-host", "an image the host does not have", role_play("vllm_server"), SERVER, {},
          ["is not present on", "run the vllm_image role"], absent=["/etc/systemd/system/llmfleet-vllm@.service"]),
     # docker_engine, verify: argument specs
