@@ -26,8 +26,8 @@ description:
     A file that was cut off midway is resumed with HTTP Range by the ModelScope SDK; huggingface_hub 2.4
     restarts such a file from byte 0 (its partial C(.incomplete) files cannot be resumed across processes,
     so this module deletes them and reports their size as RV(partial_bytes_discarded))."
-  - Preflight, before any byte is fetched: the bytes still to fetch times O(space_margin) must fit the free
-    space of O(dest)'s filesystem; a rotational disk under O(dest) is a warning, or a failure with O(require_ssd).
+  - "Preflight, before any byte is fetched: the bytes still to fetch times O(space_margin) must fit the free
+    space of O(dest)'s filesystem; a rotational disk under O(dest) is a warning, or a failure with O(require_ssd)."
   - Progress is written once a second as JSON to O(progress_file) (bytes, percent, rate, ETA) so a play
     running this module with C(async) can show it while it runs.
   - Supports check mode: reports what would be fetched and how big it is, changes nothing.
@@ -75,6 +75,11 @@ options:
     description: For O(source=archive), a tar archive (optionally gz/bz2/xz compressed) on the host.
       A single top-level directory inside it is stripped; links, devices and paths leaving it are refused.
     type: path
+  origin:
+    description: A label for where a C(local)/C(archive) source really came from (e.g. C(controller:/data/m)),
+      recorded in the marker so a re-run can tell that O(dest) already holds it. Default O(local_path) or
+      O(archive_path) with the archive's size and mtime.
+    type: str
   staging_dir:
     description: Where the directory is assembled. Default C(<dest parent>/.<dest name>.partial). Must be on the
       same filesystem as O(dest) (checked).
@@ -612,12 +617,18 @@ def run(module):
 
     identity = {"source": src, "repo_id": p["repo_id"], "revision": result["revision"], "commit": result["commit"],
                 "allow_patterns": p["allow_patterns"], "ignore_patterns": p["ignore_patterns"]}
-    if src in ("local", "archive"):
-        identity["origin"] = p["local_path"] or p["archive_path"]
+    if src == "local":
+        identity["origin"] = p["origin"] or os.path.normpath(p["local_path"])
+    elif src == "archive":
+        ast = os.stat(p["archive_path"])
+        identity["origin"] = p["origin"] or "%s:%d:%d" % (os.path.normpath(p["archive_path"]), ast.st_size,
+                                                        int(ast.st_mtime))
 
     # 2. An existing dest that already is this model: nothing to do.
     dest_marker = _read_json(os.path.join(dest, W.MARKER_NAME), None) if os.path.isdir(dest) else None
     dest_files = dict((k, v[0]) for k, v in listing(dest).items()) if os.path.isdir(dest) else {}
+    if manifest is None and dest_marker and dest_marker.get("identity") == identity:
+        manifest = dest_marker.get("files")  # the same archive was placed before: check dest against it
     if manifest is not None and dest_marker and dest_marker.get("identity") == identity:
         report = W.completeness(manifest, dest_files)
         bad = []
@@ -632,6 +643,8 @@ def run(module):
     # 3. Plan against what staging (an interrupted run) and the old dest already hold.
     stage_list = listing(staging)
     verified = _read_json(os.path.join(staging, W.VERIFIED_NAME), {})
+    if src == "archive":
+        manifest = None  # rebuilt from the extracted archive below
     if manifest is not None:
         plan = W.fetch_plan(manifest, stage_list, verified)
         # Files of an old dest with the right size are candidates too (hard links: no copy, no download).
@@ -791,6 +804,7 @@ def main():
             dest=dict(type="path", required=True),
             local_path=dict(type="path"),
             archive_path=dict(type="path"),
+            origin=dict(type="str"),
             staging_dir=dict(type="path"),
             progress_file=dict(type="path"),
             space_margin=dict(type="float", default=1.05),

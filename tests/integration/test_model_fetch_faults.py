@@ -316,3 +316,51 @@ def test_incomplete_local_model_is_refused_with_the_reason(model_dir, tmp_path):
     assert "shard %s named in model.safetensors.index.json is missing" % SMALL[1] in r["msg"]
     assert "no tokenizer files" in r["msg"]
     assert not (tmp_path / "d").exists()
+
+
+ASYNC_PLAYBOOK = """
+- name: Fetch in the background and follow it, as the model_weights role does
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Start model_fetch
+      llmfleet.vllm.model_fetch: "{{ fetch_args }}"
+      async: 600
+      poll: 0
+      register: job
+    - name: Follow the download
+      llmfleet.vllm.model_fetch_wait:
+        jid: "{{ job.ansible_job_id }}"
+        progress_file: "{{ progress_file }}"
+        poll_interval: 1
+      register: done
+    - name: Show the result
+      ansible.builtin.debug:
+        msg: "RESULT changed={{ done.changed }} fetched={{ done.bytes_fetched }} path={{ done.path }}"
+"""
+
+
+def test_play_output_shows_bytes_percent_rate_and_eta_while_downloading(olah_slow, model_dir, tmp_path):
+    import re
+    dest = tmp_path / "models" / "tiny"
+    pb = tmp_path / "async.yml"
+    pb.write_text(ASYNC_PLAYBOOK)
+    ev = tmp_path / "vars.json"
+    ev.write_text(json.dumps({"fetch_args": fetch_args("hf", olah_slow.url, dest),
+                              "progress_file": str(tmp_path / "models" / ".tiny.progress.json"),
+                              "ansible_python_interpreter": sys.executable}))
+    env = _env(tmp_path)
+    env["ANSIBLE_STDOUT_CALLBACK"] = "default"
+    p = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                        str(pb), "-e", "@%s" % ev], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    lines = re.findall(r"model_fetch downloading: ([\d.]+) (\w+) / ([\d.]+) MiB \(([\d.]+)%\) at ([\d.]+) \w+/s, ETA (\S+)",
+                       p.stdout)
+    assert len(lines) >= 2, p.stdout  # each poll costs two module round trips: ~2-4 s on 2 busy cores
+    percents = [float(x[3]) for x in lines]
+    assert percents == sorted(percents) and percents[0] < 90 and percents[-1] > percents[0]
+    assert any(x[5] not in ("unknown", "0s") for x in lines), "an ETA is shown while bytes flow"
+    assert "model_fetch done: " in p.stdout and "(100.0%)" in p.stdout
+    assert "RESULT changed=True fetched=%d path=%s" % (sum(f.stat().st_size for f in model_dir.iterdir()), dest) \
+        in p.stdout
+    assert "hf_testbed_secret" not in p.stdout + p.stderr

@@ -1,0 +1,62 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet authors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Documentation only: the work is done by the action plugin plugins/action/model_fetch_wait.py (controller side).
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: model_fetch_wait
+version_added: "0.1.0"
+short_description: Follow a background model_fetch job, printing its progress, and return its result
+description:
+  - Controller-side action for the C(model_weights) role. Use after C(llmfleet.vllm.model_fetch) ran with
+    C(async) and C(poll=0).
+  - Every O(poll_interval) seconds it reads the job status and model_fetch's progress JSON on the host and prints
+    one line (bytes, percent, rate, ETA) when it changed; when the job ends it returns model_fetch's result.
+options:
+  jid:
+    description: The C(ansible_job_id) of the started model_fetch.
+    type: str
+    required: true
+  progress_file:
+    description: model_fetch's RV(progress_file) (default C(<dest parent>/.<dest name>.progress.json)).
+    type: path
+    required: true
+  poll_interval:
+    description: Seconds between polls.
+    type: int
+    default: 10
+  timeout:
+    description: Give up (and fail) after this many seconds; the background job keeps running.
+    type: int
+    default: 14400
+author:
+  - llmfleet authors
+"""
+
+EXAMPLES = r"""
+- name: Start model_fetch in the background
+  llmfleet.vllm.model_fetch:
+    source: hf
+    repo_id: Qwen/Qwen3.5-35B-A3B
+    dest: /srv/llmfleet/models/qwen
+  async: 14400
+  poll: 0
+  register: job
+
+- name: Follow it
+  llmfleet.vllm.model_fetch_wait:
+    jid: "{{ job.ansible_job_id }}"
+    progress_file: /srv/llmfleet/models/.qwen.progress.json
+"""
+
+RETURN = r"""
+polls:
+  description: How many times the job was polled. All other keys are model_fetch's own RETURN values.
+  returned: always
+  type: int
+"""
