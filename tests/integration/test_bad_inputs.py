@@ -279,3 +279,62 @@ def test_good_input_passes_the_same_checks(play, variables, env):
     run = run_playbook(play, LOCALHOST, extravars=variables, envvars=env)
     assert run.status == "successful", run.message or run.stdout[-3000:]
     assert run.changed_total == 0
+
+
+# ---- cases that need a little real state: a full disk, a hub that lacks the revision ------------------------
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB filesystem (tmpfs) under the model directory: the tiny model (3.4 MiB) cannot fit."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True)
+    if res.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root): %s" % res.stderr.decode().strip())
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.skipif(not (HAVE_WEIGHTS_ROLE and os.path.isdir(TINY_MODEL_DIR)),
+                    reason="needs roles/model_weights and the tiny model (make testbed)")
+def test_weights_dir_on_a_full_disk_is_refused(full_disk):
+    dest = full_disk / "models" / "tiny"
+    params = dict(play=role_play("model_weights"), what="model directory on a disk too small for the model",
+                  vars=dict(WEIGHTS, model_weights_source="local", model_weights_local_path=TINY_MODEL_DIR,
+                            model_weights_dir=str(dest), model_weights_repo_id=""),
+                  fragments=["not enough free space for the model", "set model_weights_dir to a larger disk"],
+                  env={}, absent=[str(dest), str(full_disk / "models" / ".tiny.partial")])
+    run, missing, clean = check(params)
+    record("weights-dir-on-a-full-disk", params, run, clean)
+    assert_refused(run, missing, params)
+    assert os.listdir(full_disk) == [], "written on the full disk: %s" % os.listdir(full_disk)
+
+
+@pytest.fixture(scope="module")
+def hub():
+    """olah (a real Hugging Face mirror, offline) serving a small synthetic repo (tests/testbed)."""
+    sys.path.insert(0, os.path.join(TOP, "tests", "testbed"))
+    import hub_repo
+    import hubs
+    import tempfile
+    from pathlib import Path
+    root = Path(tempfile.mkdtemp(prefix="llmfleet-rel-hub-"))
+    model = hub_repo.synth_model(root / "m", [1])
+    hub_repo.publish(model, root / "mirrors", "acme/tiny-rel")
+    srv = hubs.start_olah(root / "mirrors", probe_repo="acme/tiny-rel")
+    yield srv
+    srv.stop()
+
+
+def test_nonexistent_revision_is_refused_before_any_download(hub, tmp_path):
+    dest = tmp_path / "models" / "tiny"
+    args = {"source": "hf", "repo_id": "acme/tiny-rel", "revision": "no-such-branch", "endpoint": hub.url,
+            "dest": str(dest)}
+    params = dict(play=module_play("model_fetch"), what="a revision the hub does not have",
+                  vars={"case_args": args},
+                  fragments=["acme/tiny-rel at revision 'no-such-branch' was not found", "model_weights_revision"],
+                  env={"HF_HOME": str(tmp_path / "hf-home")},
+                  absent=[str(dest), str(tmp_path / "models" / ".tiny.partial")])
+    run, missing, clean = check(params)
+    record("nonexistent-revision", params, run, clean)
+    assert_refused(run, missing, params)
