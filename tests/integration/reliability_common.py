@@ -162,6 +162,8 @@ SERVED_HOST = "llmfleet-rel-host"
 SENTINEL_API_KEY = "llmfleet-sentinel-apikey-7f3a9c2e"
 SENTINEL_HUB_TOKEN = "hf_llmfleetSentinelHubToken5b81d4"
 _deployment = {}
+# systemd's TimeoutStartSec for the test replica (weights load + engine start on a loaded 2-core test bed).
+START_TIMEOUT_S = int(os.environ.get("LLMFLEET_TEST_START_TIMEOUT", "1500"))
 
 
 def testbed_ready(env=None):
@@ -170,7 +172,7 @@ def testbed_ready(env=None):
                                     "LLMFLEET_TEST_MODEL_DIR", "LLMFLEET_TEST_REGISTRY_FROM_HOSTS"))
 
 
-def deploy_site(host=SERVED_HOST, timeout=1800):
+def deploy_site(host=SERVED_HOST, timeout=2700):
     """Start a fresh test host and run the whole site.yml on it (demo profile: cpu engine, tiny model) with
     the sentinel API key and hub token; once per test process (the fault tests and the audit share it).
 
@@ -190,7 +192,9 @@ def deploy_site(host=SERVED_HOST, timeout=1800):
     fd = os.open(secrets_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump({"llmfleet_api_key": SENTINEL_API_KEY, "vllm_server_hf_token": SENTINEL_HUB_TOKEN,
-                   "model_weights_token": SENTINEL_HUB_TOKEN}, fh)
+                   "model_weights_token": SENTINEL_HUB_TOKEN,
+                   # The CPU engine on two cores shared by the whole test bed can take >10 min to start.
+                   "vllm_server_start_timeout": START_TIMEOUT_S}, fh)
     envvars = {k: v for k, v in env.items() if k.startswith("LLMFLEET_TEST_")}
     # The demo inventory reads the key from a file; point it at a non-secret stand-in (the -e file wins).
     stand_in = os.path.join(work, "demo_api_key")
