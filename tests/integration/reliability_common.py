@@ -128,13 +128,16 @@ def start_host(name, image, extra_args=()):
     wait_systemd(name)
 
 
-def wait_systemd(name, timeout=120):
+def wait_systemd(name, timeout=120, booting_ok=False):
+    """Wait until systemd in the test host is up; booting_ok: "starting" is enough (units still starting at boot,
+    e.g. a replica loading its model, keep the system "starting")."""
     end = time.monotonic() + timeout
     state = ""
+    ok = ("running", "degraded") + (("starting",) if booting_ok else ())
     while time.monotonic() < end:
         state = subprocess.run(["docker", "exec", name, "systemctl", "is-system-running"],
                                capture_output=True, text=True).stdout.strip()
-        if state in ("running", "degraded"):
+        if state in ok:
             return state
         time.sleep(1)
     raise TimeoutError("test host %s: systemd not up after %ds (state %r)" % (name, timeout, state))
