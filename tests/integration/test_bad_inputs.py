@@ -14,6 +14,7 @@ H200 captures, and the edited captures of tests/fixtures/nvidia (old driver, MIG
 
 Writes .cache/reliability/bad_inputs.json (tried / refused cleanly per case) for tests/reliability_report.py.
 """
+import atexit
 import os
 import socket
 import subprocess
@@ -45,6 +46,7 @@ fi
 exec {double} "$@"
 """.format(captures=CAPTURES, double=os.path.join(TOP, "tests", "doubles", "nvidia-smi")))
 os.chmod(DOUBLE, 0o755)
+atexit.register(lambda: os.path.exists(DOUBLE) and os.remove(DOUBLE))
 LOCALHOST = {"all": {"hosts": {"localhost": {"ansible_connection": "local",
                                              "ansible_python_interpreter": sys.executable}}}}
 # An image that exists nowhere: a case that slipped through its refusal would stop at "not present", never pull.
