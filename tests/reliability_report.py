@@ -123,9 +123,22 @@ def main():
     bad = load("bad_inputs.json") or {"tried": 0, "refused_cleanly": 0, "cases": {}}
     faults = load("faults.json") or {"faults": {}}
     audit = load("secrets_audit.json")
-    rows = [(name, r["survived"], "recovered in %ss (bound %ss)" % (r["recovery_s"], r["bound_s"])
-             if r.get("recovery_s") is not None else json.dumps({k: v for k, v in r.items() if k != "survived"}))
-            for name, r in faults["faults"].items()]
+    def detail(r):
+        if r.get("recovery_s") is not None:
+            text = "healthy again after %ss (bound %ss)" % (r["recovery_s"], r["bound_s"])
+            if "container_kept" in r:
+                text += ", same container: %s" % ("yes" if r["container_kept"] else "NO")
+            if "systemd_restarts" in r:
+                text += ", systemd restarts: %d" % r["systemd_restarts"]
+            return text
+        if "changed" in r:
+            return "changed=%d in %ss (bound %ss)%s" % (r["changed"], r.get("wall_s"), r["bound_s"],
+                                                        ": %s" % r["changed_tasks"] if r["changed_tasks"] else "")
+        return json.dumps({k: v for k, v in r.items() if k != "survived"})
+
+    rows = [(name, r["survived"], detail(r)) for name, r in faults["faults"].items() if "changed" not in r]
+    # Not a fault: the check after them (a re-converge finds every final path complete: changed=0).
+    after = [(name, r["survived"], detail(r)) for name, r in faults["faults"].items() if "changed" in r]
     rows += weights_faults(junit)
     fleet = fleet_fault(args.fleet_report)
     if fleet:
@@ -142,6 +155,8 @@ def main():
     print("Faults: %d tried, %d survived" % (len(rows), survived))
     for name, ok, detail in rows:
         print("  %-8s %-40s %s" % ("ok" if ok else "FAILED", name, detail))
+    for name, ok, text in after:
+        print("After the faults: %s %s: %s" % (name, "ok" if ok else "FAILED", text))
     if not fleet:
         print("  (not counted: broken image during a rolling upgrade; no roll_broken_image in %s, run "
               "`molecule test -s fleet` or --fleet)" % args.fleet_report)
@@ -155,6 +170,7 @@ def main():
     else:
         print("Secret hits: not measured (the audit did not run: make testbed?)")
     good = (bad["tried"] > 0 and bad["tried"] == bad["refused_cleanly"] and rows and survived == len(rows)
+            and all(ok for _, ok, _ in after)
             and audit is not None and audit["secret_hits"] == 0)
     return 0 if good else 1
 

@@ -4,6 +4,7 @@ Runs playbooks through ansible-runner the way a CI job would, summarises the res
 changed / failed counts, the failure messages), and starts / stops the local systemd test hosts (Debian 12
 containers from `make testbed`, reached through the community.docker.docker connection).
 """
+import atexit
 import json
 import os
 import shutil
@@ -205,12 +206,23 @@ def deploy_site(host=SERVED_HOST, timeout=2700):
         fh.write("not-the-sentinel\n")
     envvars["LLMFLEET_DEMO_API_KEY_FILE"] = stand_in
     start_host(host, env["MOLECULE_HOST_IMAGE"])
+    if not os.environ.get("LLMFLEET_KEEP_TEST_HOST"):
+        atexit.register(_cleanup, host, work)
     run = run_playbook(os.path.join(TOP, "site.yml"), inventory, envvars=envvars, keep=True, timeout=timeout,
                        cmdline="-e @%s" % secrets_file)
     _deployment[host] = {"run": run, "secrets_file": secrets_file, "inventory": inventory, "work": work,
                          "envvars": envvars,
                          "wall_s": run.wall_s}
     return _deployment[host]
+
+
+def _cleanup(host, work):
+    """At the end of the test process: the test host and the deployment's files (LLMFLEET_KEEP_TEST_HOST=1 keeps)."""
+    remove_host(host)
+    d = _deployment.get(host)
+    if d:
+        shutil.rmtree(d["run"].data_dir, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def host_ip(name):
