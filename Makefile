@@ -15,6 +15,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Bound for each provoked failure of the real vLLM CPU engine (tests/integration/test_diagnose_cpu.py).
+export LLMFLEET_DIAG_CASE_TIMEOUT ?= 240
 # Molecule scenarios run by `make test`, in this order (the end-to-end spine last: it is the longest).
 SCENARIOS ?= $(shell ls -d molecule/*/ 2>/dev/null | xargs -rn1 basename | grep -vx default) $(if $(wildcard molecule/default),default)
 

@@ -40,6 +40,17 @@ def test_real_h200_capture_passes_without_change(host):
     assert host.service("nvidia-persistenced").is_running
 
 
+def test_persistence_was_enabled_through_the_daemon(host):
+    # Ubuntu's unit passes --no-persistence-mode: converge replaced that command line with a drop-in.
+    exec_start = host.check_output("systemctl show nvidia-persistenced -p ExecStart")
+    assert "--no-persistence-mode" not in exec_start and "/usr/bin/nvidia-persistenced" in exec_start
+    assert host.file("/etc/systemd/system/nvidia-persistenced.service.d/llmfleet-persistence-mode.conf").exists
+    # The capture with persistence off now reads Enabled (the daemon holds it), so it passes quietly.
+    result, recap = run_case("persistence-off", {"nvidia_driver_persistence_mode": "require"})
+    assert result.returncode == 0 and recap == {"changed": 0, "failed": 0}, result.stdout[-2000:]
+    assert "persistence mode is enabled on every GPU" in result.stdout
+
+
 @pytest.mark.parametrize("capture,extra_vars,messages", [
     ("old-driver", {"nvidia_driver_image_cuda_version": "13.0"},
      ["NVIDIA driver 570.172.08 is older than 580.65.06", "unsatisfied condition: cuda>=13.0",

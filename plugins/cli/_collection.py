@@ -1,0 +1,62 @@
+"""Where the llmfleet.vllm collection lives, seen from its controller-side CLI tools.
+
+The tools in this package are importable two ways: as ``llmfleet_cli`` (the console scripts that
+``pip install -e .`` maps onto plugins/cli) and as
+``ansible_collections.llmfleet.vllm.plugins.cli`` (a clone or an installed collection on sys.path).
+Both resolve to a file inside the collection, so the collection root is found from this file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+ROOT_ENV = "LLMFLEET_COLLECTION_ROOT"
+MODULE_UTILS_PACKAGE = "ansible_collections.llmfleet.vllm.plugins.module_utils"
+
+
+def collection_root() -> Path:
+    """Return the collection's root directory (the one holding galaxy.yml or MANIFEST.json).
+
+    LLMFLEET_COLLECTION_ROOT overrides the lookup (for a wheel installed away from the collection).
+    """
+    override = os.environ.get(ROOT_ENV)
+    if override:
+        root = Path(override).resolve()
+    else:
+        root = Path(__file__).resolve().parents[2]
+    if not ((root / "galaxy.yml").is_file() or (root / "MANIFEST.json").is_file()):
+        raise RuntimeError(
+            f"{root} is not the llmfleet.vllm collection root (no galaxy.yml or MANIFEST.json there); "
+            f"set {ROOT_ENV} to the directory that holds the collection"
+        )
+    return root
+
+
+def collections_path(root: Path) -> Path:
+    """Return the directory to put on ANSIBLE_COLLECTIONS_PATH so that llmfleet.vllm.* is ``root``.
+
+    A clone carries collections/ansible_collections/llmfleet/vllm -> the clone itself; an installed
+    collection sits at <path>/ansible_collections/llmfleet/vllm.
+    """
+    clone_link = root / "collections"
+    if (clone_link / "ansible_collections" / "llmfleet" / "vllm").exists():
+        return clone_link
+    if root.parent.name == "llmfleet" and root.parent.parent.name == "ansible_collections":
+        return root.parent.parent.parent
+    raise RuntimeError(
+        f"cannot find an ansible_collections directory that maps llmfleet.vllm to {root}: in a clone, "
+        "run `make venv` (it links collections/ansible_collections/llmfleet/vllm to the clone)"
+    )
+
+
+def import_module_util(name: str):
+    """Import plugins/module_utils/<name>.py of this collection, the way Ansible content imports it."""
+    if __package__ and __package__.startswith("ansible_collections."):
+        return importlib.import_module(f"{MODULE_UTILS_PACKAGE}.{name}")
+    cpath = str(collections_path(collection_root()))
+    if cpath not in sys.path:
+        sys.path.insert(0, cpath)
+    return importlib.import_module(f"{MODULE_UTILS_PACKAGE}.{name}")

@@ -1,0 +1,483 @@
+"""llmfleet-run: run one of this collection's playbooks from a CI pipeline and report in JSON.
+
+    llmfleet-run PLAYBOOK -i INVENTORY [-e key=value | -e @file ...] [--limit PATTERN] [--tags TAGS]
+                 [--check] [--artifacts-dir DIR] [--keep-artifacts] [--json-out FILE] [--timeout S]
+
+Each run gets a fresh ansible-runner private_data_dir (ansible-runner re-reads extra vars it finds in
+an old one), runs with the collection root as its project directory (so llmfleet.vllm.* resolves to
+this collection), prints a JSON summary on stdout (Ansible's own output goes to stderr) and exits
+with the playbook's return code.
+
+Secrets: extra vars whose names look secret (a word token, password, passwd, secret, apikey or api_key;
+or ending in _pass)
+are written to a 0600 file outside the run directory, handed to ansible-playbook as ``-e @file``
+(so only the path appears in process arguments and in the runner's ``command`` artifact) and deleted
+after the run. The run directory is removed unless --keep-artifacts; kept artifacts are scanned for
+every secret value (secret extra vars and secret-named environment variables) and any hit is
+overwritten in place and reported under ``warnings``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+# A name is secret when one of its words (split on anything not a letter or digit) is one of these,
+# or when it holds "api" followed by "key", or ends in "pass". Words, not substrings: max_tokens is
+# a number that must stay readable (and unredacted) in the artifacts.
+SECRET_WORDS = frozenset({"token", "password", "passwd", "apikey", "secret", "secrets"})
+REDACTED = "********"
+# Values shorter than this are not treated as secrets when scanning (redacting every "1" or "ab"
+# in the artifacts would destroy them and protect nothing).
+MIN_SECRET_LEN = 4
+MESSAGE_LIMIT = 2000
+STREAM_TAIL_LIMIT = 600
+
+
+# --------------------------------------------------------------------------------------------
+# Pure helpers (unit-tested in tests/unit/test_runner_cli.py)
+# --------------------------------------------------------------------------------------------
+def is_secret_name(name: str) -> bool:
+    """True when a variable name looks like it holds a secret (hub_token, HF_TOKEN, vllm_api_key,
+    db_password, client_secret, ansible_become_pass; not max_tokens or llmfleet_model)."""
+    words = [w for w in re.split(r"[^a-z0-9]+", str(name).lower()) if w]
+    if any(w in SECRET_WORDS for w in words):
+        return True
+    if any(a == "api" and b == "key" for a, b in zip(words, words[1:])):
+        return True
+    return bool(words) and words[-1] == "pass"
+
+
+def _contains_secret_key(value) -> bool:
+    if isinstance(value, Mapping):
+        return any(is_secret_name(k) or _contains_secret_key(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_contains_secret_key(v) for v in value)
+    return False
+
+
+def split_extravars(extravars: Mapping) -> tuple[dict, dict]:
+    """Split extra vars into (public, secret) by top-level variable.
+
+    A top-level variable is secret when its name looks secret or when it holds a mapping with a
+    secret-looking key anywhere inside (``{"hub": {"token": ...}}`` travels whole in the secret file).
+    """
+    public, secret = {}, {}
+    for key, value in extravars.items():
+        if is_secret_name(key) or _contains_secret_key(value):
+            secret[key] = value
+        else:
+            public[key] = value
+    return public, secret
+
+
+def _leaves(value, under_secret: bool) -> Iterable[str]:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _leaves(v, under_secret or is_secret_name(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v, under_secret)
+    elif under_secret and value is not None and not isinstance(value, bool):
+        yield str(value)
+
+
+def secret_values(secret_vars: Mapping, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The strings to keep out of artifacts and output: the leaves under secret-named keys of the
+    secret extra vars, and the values of secret-named environment variables. Longest first, so that
+    redaction replaces a secret before any secret it contains."""
+    found = set()
+    for key, value in secret_vars.items():
+        found.update(_leaves(value, is_secret_name(key)))
+    for key, value in (environ or {}).items():
+        if is_secret_name(key):
+            found.add(str(value))
+    return sorted((s for s in found if len(s) >= MIN_SECRET_LEN), key=lambda s: (-len(s), s))
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """Replace every secret (and its JSON-escaped form) in text."""
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+        escaped = json.dumps(secret)[1:-1]
+        if escaped != secret:
+            text = text.replace(escaped, REDACTED)
+    return text
+
+
+def parse_extra_var(arg: str, read_file=None) -> dict:
+    """Parse one -e argument like ansible-playbook does: ``@file`` (YAML or JSON), a YAML/JSON
+    mapping, or ``key=value`` pairs (values stay strings)."""
+    import yaml
+
+    arg = arg.strip()
+    if arg.startswith("@"):
+        path = arg[1:]
+        reader = read_file or (lambda p: Path(p).read_text(encoding="utf-8"))
+        try:
+            text = reader(path)
+        except OSError as exc:
+            raise ValueError(f"-e {arg}: cannot read {path}: {exc.strerror}") from exc
+        data = yaml.safe_load(text)
+        if data is None:
+            return {}
+        if not isinstance(data, Mapping):
+            raise ValueError(f"-e {arg}: the file must hold a mapping of variable names to values")
+        return dict(data)
+    if arg.startswith("{"):
+        try:
+            data = yaml.safe_load(arg)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"-e {arg[:40]}...: not valid YAML/JSON: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise ValueError("-e: a YAML/JSON value must be a mapping of variable names to values")
+        return dict(data)
+    result = {}
+    for token in shlex.split(arg):
+        key, sep, value = token.partition("=")
+        if not sep or not key:
+            raise ValueError(
+                f"-e {token!r}: expected key=value, @file or a JSON/YAML mapping (e.g. -e llmfleet_model=org/name)"
+            )
+        result[key] = value
+    return result
+
+
+def _tail(text: str, limit: int) -> str:
+    text = str(text).strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def failure_message(res) -> str:
+    """A one-paragraph message from a failed/unreachable task result (event_data.res).
+
+    A no_log result carries only ``censored``: that text is returned, nothing else.
+    """
+    if not isinstance(res, Mapping):
+        return _tail(res, MESSAGE_LIMIT) if res else "task failed (no result recorded)"
+    if "censored" in res:
+        return str(res["censored"])
+    parts = []
+    msg = res.get("msg")
+    if msg:
+        parts.append(msg if isinstance(msg, str) else json.dumps(msg, sort_keys=True))
+    rc = res.get("rc")
+    if isinstance(rc, int) and rc != 0:
+        parts.append(f"rc={rc}")
+    results = res.get("results")
+    if isinstance(results, list):
+        for item in results:
+            if isinstance(item, Mapping) and (item.get("failed") or item.get("unreachable")):
+                label = item.get("_ansible_item_label", item.get("item"))
+                parts.append(f"item {json.dumps(label, sort_keys=True, default=str)}: {failure_message(item)}")
+    if res.get("stderr"):
+        parts.append("stderr: " + _tail(res["stderr"], STREAM_TAIL_LIMIT))
+    elif res.get("stdout") and isinstance(rc, int) and rc != 0:
+        parts.append("stdout: " + _tail(res["stdout"], STREAM_TAIL_LIMIT))
+    if not parts and res.get("exception"):
+        parts.append(_tail(res["exception"], STREAM_TAIL_LIMIT))
+    if not parts:
+        return "task failed (no message)"
+    return _tail("; ".join(parts), MESSAGE_LIMIT)
+
+
+def host_stats(stats_event_data: Mapping | None) -> dict:
+    """Per-host counters from a playbook_on_stats event's data."""
+    if not stats_event_data:
+        return {}
+    fields = {
+        "ok": "ok", "changed": "changed", "failed": "failures", "unreachable": "dark",
+        "skipped": "skipped", "rescued": "rescued", "ignored": "ignored",
+    }
+    hosts = set()
+    for source in list(fields.values()) + ["processed"]:
+        hosts.update((stats_event_data.get(source) or {}).keys())
+    return {
+        host: {name: int((stats_event_data.get(source) or {}).get(host, 0)) for name, source in fields.items()}
+        for host in sorted(hosts)
+    }
+
+
+def failed_tasks(events: Iterable[Mapping], hosts: Mapping[str, Mapping] | None = None) -> list[dict]:
+    """Tasks that failed or found their host unreachable, in event order.
+
+    Failures with ignore_errors are not failures. When the run's stats are known, failures on hosts
+    whose stats count no failure and no unreachable (a ``rescue`` handled them) are left out too.
+    """
+    out = []
+    for event in events:
+        kind = event.get("event")
+        if kind not in ("runner_on_failed", "runner_on_unreachable", "runner_on_async_failed"):
+            continue
+        data = event.get("event_data") or {}
+        if data.get("ignore_errors"):
+            continue
+        host = data.get("host") or data.get("remote_addr") or "?"
+        if hosts and host in hosts and not (hosts[host]["failed"] or hosts[host]["unreachable"]):
+            continue
+        msg = failure_message(data.get("res"))
+        if kind == "runner_on_unreachable":
+            msg = "UNREACHABLE: " + msg
+        out.append({
+            "host": host,
+            "task": data.get("task") or "",
+            "role": data.get("role") or None,
+            "msg": msg,
+        })
+    return out
+
+
+def build_summary(events: list[Mapping], *, status: str, rc: int, elapsed_s: float, playbook: str,
+                  artifacts_dir: str | None, secrets: Iterable[str] = (), stdout_tail: str = "",
+                  check: bool = False, warnings: Iterable[str] = ()) -> dict:
+    """The JSON document llmfleet-run prints. Pure: events are ansible-runner event dicts."""
+    secrets = list(secrets)
+    stats = None
+    for event in events:
+        if event.get("event") == "playbook_on_stats":
+            stats = event.get("event_data") or {}
+    hosts = host_stats(stats)
+    tasks = failed_tasks(events, hosts if stats is not None else None)
+    for task in tasks:
+        task["msg"] = redact(task["msg"], secrets)
+    summary = {
+        "status": status,
+        "rc": rc,
+        "elapsed_s": round(float(elapsed_s), 3),
+        "playbook": playbook,
+        "check_mode": bool(check),
+        "hosts": hosts,
+        "failed_tasks": tasks,
+        "artifacts_dir": artifacts_dir,
+    }
+    if stats is None and rc != 0:
+        # Ansible stopped before the play ran (syntax error, missing role, bad inventory...): the
+        # only account of why is its output.
+        summary["error"] = redact(_tail(stdout_tail, MESSAGE_LIMIT), secrets) or f"ansible-playbook exited {rc}"
+    if warnings:
+        summary["warnings"] = list(warnings)
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# Side effects: files, the run itself
+# --------------------------------------------------------------------------------------------
+def scrub_tree(root: Path, secrets: list[str]) -> list[str]:
+    """Overwrite every secret found in files under root; return the files that held one (relative)."""
+    hits = []
+    if not secrets:
+        return hits
+    needles = []
+    for secret in secrets:
+        for form in {secret, json.dumps(secret)[1:-1]}:
+            needles.append(form.encode("utf-8"))
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        data = path.read_bytes()
+        if not any(n in data for n in needles):
+            continue
+        for needle in needles:
+            data = data.replace(needle, REDACTED.encode())
+        path.write_bytes(data)
+        hits.append(str(path.relative_to(root)))
+    return hits
+
+
+def redact_command_env(artifacts: Path) -> None:
+    """ansible-runner records the whole environment of the run in artifacts/<ident>/command:
+    blank the values of secret-named variables there (CI secrets usually arrive as environment)."""
+    for command_file in artifacts.glob("*/command"):
+        try:
+            data = json.loads(command_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        env = data.get("env") if isinstance(data, dict) else None
+        if isinstance(env, dict):
+            for key in env:
+                if is_secret_name(key):
+                    env[key] = REDACTED
+            command_file.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+def _write_private_json(directory: Path, name: str, data: Mapping) -> Path:
+    path = directory / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    return path
+
+
+def _resolve_path(value: str, root: Path, what: str) -> str:
+    for candidate in (Path(value), root / value):
+        if candidate.exists():
+            return str(candidate.resolve())
+    raise ValueError(f"{what} {value!r} not found (looked relative to {os.getcwd()} and to the collection root {root})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llmfleet-run",
+        description="Run an llmfleet.vllm playbook through ansible-runner; print a JSON summary on stdout "
+                    "(Ansible's output goes to stderr) and exit with the playbook's return code.",
+    )
+    parser.add_argument("playbook", help="playbook path (relative to the current directory or the collection root)")
+    parser.add_argument("-i", "--inventory", action="append", required=True,
+                        help="inventory path, or a comma-separated host list such as 'localhost,' (repeatable)")
+    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                        help="key=value, @file (YAML/JSON) or a JSON mapping (repeatable; later wins). Secret-looking "
+                             "names (token, password, api_key, secret...) never reach the run's artifacts")
+    parser.add_argument("--limit", help="limit the run to hosts matching this pattern")
+    parser.add_argument("--tags", help="only run tasks tagged with these tags (comma-separated)")
+    parser.add_argument("--skip-tags", help="skip tasks tagged with these tags (comma-separated)")
+    parser.add_argument("--check", action="store_true", help="dry run (ansible-playbook --check)")
+    parser.add_argument("--artifacts-dir", metavar="DIR",
+                        help="directory in which each run's fresh private_data_dir is created (default: the system "
+                             "temp dir); the run's directory is deleted afterwards unless --keep-artifacts")
+    parser.add_argument("--keep-artifacts", action="store_true",
+                        help="keep the run's private_data_dir (its artifacts are scrubbed of secret values)")
+    parser.add_argument("--json-out", metavar="FILE", help="also write the JSON summary to FILE")
+    parser.add_argument("--timeout", type=int, metavar="SECONDS",
+                        help="cancel the playbook after this many seconds (status 'timeout', rc 254)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="do not stream Ansible's output to stderr")
+    return parser
+
+
+def _inventory_args(values: list[str], root: Path) -> tuple[list[str], list[str]]:
+    """(inventory paths for ansible-runner, extra command-line words for host lists)."""
+    paths, words = [], []
+    for value in values:
+        if "," in value and not Path(value).exists():
+            words += ["-i", value]
+        else:
+            paths.append(_resolve_path(value, root, "inventory"))
+    return paths, words
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Imported here so that --help and the pure helpers work without ansible-runner.
+    import ansible_runner
+
+    from ._collection import collection_root, collections_path
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        root = collection_root()
+        cpath = collections_path(root)
+        playbook = _resolve_path(args.playbook, root, "playbook")
+        inventories, inventory_words = _inventory_args(args.inventory, root)
+        extravars: dict = {}
+        for arg in args.extra_vars:
+            extravars.update(parse_extra_var(arg))
+        if args.timeout is not None and args.timeout <= 0:
+            raise ValueError("--timeout must be a positive number of seconds")
+    except (ValueError, RuntimeError) as exc:
+        parser.error(str(exc))
+
+    public_vars, secret_vars = split_extravars(extravars)
+    secrets = secret_values(secret_vars, os.environ)
+
+    base = Path(args.artifacts_dir).resolve() if args.artifacts_dir else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    private_data_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-", dir=base))
+    secret_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-secrets-"))  # 0700, never inside the run dir
+
+    cmdline = list(inventory_words)
+    if secret_vars:
+        cmdline += ["-e", "@" + str(_write_private_json(secret_dir, "extravars.json", secret_vars))]
+    if args.check:
+        cmdline.append("--check")
+
+    env_collections = [str(cpath)]
+    if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
+        env_collections.append(os.environ["ANSIBLE_COLLECTIONS_PATH"])
+    envvars = {"ANSIBLE_COLLECTIONS_PATH": ":".join(env_collections)}
+    # The ansible-playbook next to this interpreter first: the one installed with ansible-runner,
+    # also when the virtualenv is not activated (CI calling .venv/bin/llmfleet-run directly).
+    envvars["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+    if not sys.stderr.isatty():  # Ansible writes to a pty here; colours only help a terminal reader
+        envvars["ANSIBLE_NOCOLOR"] = "1"
+    if (root / "ansible.cfg").is_file():
+        envvars["ANSIBLE_CONFIG"] = str(root / "ansible.cfg")
+
+    events: list[dict] = []
+    stdout_lines: list[str] = []
+    cancel = {"requested": False}
+
+    def on_event(event: dict) -> bool:
+        events.append(event)
+        text = event.get("stdout")
+        if text:
+            text = redact(text, secrets)
+            stdout_lines.append(text)
+            del stdout_lines[:-40]
+            if not args.quiet:
+                print(text, file=sys.stderr, flush=True)
+        return True
+
+    def on_sigterm(signum, frame):  # CI cancels jobs with SIGTERM: stop Ansible, then clean up
+        cancel["requested"] = True
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    started = time.monotonic()
+    warnings = []
+    status, rc = "error", 1
+    try:
+        result = ansible_runner.run(
+            private_data_dir=str(private_data_dir),
+            project_dir=str(root),
+            playbook=playbook,
+            inventory=inventories if inventories else [],
+            extravars=public_vars or None,
+            cmdline=shlex.join(cmdline) if cmdline else None,
+            limit=args.limit,
+            tags=args.tags,
+            skip_tags=args.skip_tags,
+            envvars=envvars,
+            suppress_env_files=True,
+            quiet=True,
+            event_handler=on_event,
+            cancel_callback=lambda: cancel["requested"],
+            timeout=args.timeout,
+        )
+        status, rc = result.status, result.rc
+    except Exception as exc:  # ansible-runner could not start the run: report it like a failed run
+        stdout_lines.append(f"ansible-runner failed before the playbook ran: {type(exc).__name__}: {exc}")
+    finally:
+        elapsed = time.monotonic() - started
+        signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(secret_dir, ignore_errors=True)
+        # Scan also when the directory is about to go: a leak is worth a warning either way.
+        redact_command_env(private_data_dir / "artifacts")
+        hits = scrub_tree(private_data_dir, secrets)
+        if hits:
+            warnings.append("secret values were found in these artifacts and overwritten (mark the tasks that "
+                            "print them no_log: true): " + ", ".join(hits))
+        kept = None
+        if args.keep_artifacts:
+            kept = str(private_data_dir)
+        else:
+            shutil.rmtree(private_data_dir, ignore_errors=True)
+
+    summary = build_summary(
+        events, status=status, rc=rc, elapsed_s=elapsed, playbook=playbook, artifacts_dir=kept,
+        secrets=secrets, stdout_tail="\n".join(stdout_lines), check=args.check, warnings=warnings,
+    )
+    text = json.dumps(summary, indent=2, sort_keys=True)
+    print(text)
+    if args.json_out:
+        Path(args.json_out).write_text(text + "\n", encoding="utf-8")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
