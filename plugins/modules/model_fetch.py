@@ -484,15 +484,30 @@ def hf_manifest(p):
     except ImportError as e:
         raise FetchError("huggingface_hub is not importable by %s (%s): install it there (the model_weights role "
                          "does, into /opt/llmfleet/venv) or run this module with that interpreter" % (sys.executable, e))
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
     api = HfApi(endpoint=p["endpoint"], token=p["token"])
     revision = p["revision"] or "main"
-    commit = revision if W.is_commit(revision) else api.model_info(p["repo_id"], revision=revision).sha
+    where = p["endpoint"] or "huggingface.co"
     entries = []
-    for f in api.list_repo_tree(p["repo_id"], revision=commit, recursive=True):
-        if not isinstance(f, RepoFile):
-            continue
-        entries.append({"path": f.path, "size": f.size, "blob_id": f.blob_id,
-                        "lfs_sha256": f.lfs.sha256 if f.lfs else None})
+    # Before anything is written: a repository or revision the hub does not have is an input to fix.
+    try:
+        commit = revision if W.is_commit(revision) else api.model_info(p["repo_id"], revision=revision).sha
+        for f in api.list_repo_tree(p["repo_id"], revision=commit, recursive=True):
+            if not isinstance(f, RepoFile):
+                continue
+            entries.append({"path": f.path, "size": f.size, "blob_id": f.blob_id,
+                            "lfs_sha256": f.lfs.sha256 if f.lfs else None})
+    except RevisionNotFoundError:
+        raise FetchError("revision %r of %s does not exist on %s: set revision (model_weights_revision) to a "
+                         "branch, tag or commit of that repository, or leave it empty for main" % (
+                             revision, p["repo_id"], where))
+    except GatedRepoError:
+        raise FetchError("%s on %s is gated: accept its terms on the hub with your account and give a token of "
+                         "that account (model_weights_token)" % (p["repo_id"], where))
+    except RepositoryNotFoundError:
+        raise FetchError("%s at revision %r was not found on %s (or the token cannot read it): check repo_id "
+                         "(model_weights_repo_id), revision (model_weights_revision) and, for a private repository, "
+                         "token (model_weights_token)" % (p["repo_id"], revision, where))
     keep = set(W.filter_paths([e["path"] for e in entries], p["allow_patterns"], p["ignore_patterns"]))
     return commit, W.manifest_from_hf_tree([e for e in entries if e["path"] in keep and e["path"] != ".gitattributes"])
 
