@@ -326,6 +326,8 @@ def hub():
     srv = hubs.start_olah(root / "mirrors", probe_repo="acme/tiny-rel")
     yield srv
     srv.stop()
+    import shutil
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_nonexistent_revision_is_refused_before_any_download(hub, tmp_path):
