@@ -15,14 +15,20 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Bound for each provoked failure of the real vLLM CPU engine (tests/integration/test_diagnose_cpu.py).
+export LLMFLEET_DIAG_CASE_TIMEOUT ?= 240
 # Molecule scenarios run by `make test`, in this order (the end-to-end spine last: it is the longest).
-SCENARIOS ?= $(shell ls -d molecule/*/ 2>/dev/null | xargs -rn1 basename | grep -vx default) $(if $(wildcard molecule/default),default)
+# `fleet` (3 hosts, two full deployments and rolling upgrades) runs in `make test-full`, with the
+# full-deployment fault and secrets-audit tests (LLMFLEET_FULL=1): together they double the suite's time.
+SCENARIOS ?= $(shell ls -d molecule/*/ 2>/dev/null | xargs -rn1 basename | grep -vx 'default\|fleet') $(if $(wildcard molecule/default),default)
+FULL_SCENARIOS ?= fleet
 
-.PHONY: help venv testbed lint unit molecule integration test demo build clean
+.PHONY: help venv testbed lint unit molecule integration test test-full demo build clean
 help:
 	@echo "make demo   - serve the tiny test model on a local test host (no GPU) and print the endpoint"
 	@echo "make test   - lint (ansible-lint production), unit tests, Molecule scenarios, integration tests"
 	@echo "make build  - build the collection tarball (ansible-galaxy collection build)"
+	@echo "make test-full - make test + the fleet scenario + full-deployment fault and secrets-audit tests"
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,12 +50,21 @@ unit: venv
 
 molecule: testbed
 	set -a; . $(TESTBED); set +a; \
-	for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; $(BIN)/molecule test -s $$s; done
+	failed=""; for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; \
+	  start=$$(date +%s); $(BIN)/molecule test -s $$s || failed="$$failed $$s"; \
+	  echo "=== molecule $$s: $$(( $$(date +%s) - start ))s"; done; \
+	if [ -n "$$failed" ]; then echo "FAILED molecule scenarios:$$failed"; exit 1; fi
 
 integration: testbed
 	set -a; . $(TESTBED); set +a; $(BIN)/pytest -q tests/integration
 
 test: lint unit molecule integration
+
+# Everything in `make test`, plus the fleet scenario and the full-deployment reliability tests.
+test-full: export LLMFLEET_FULL := 1
+test-full: test
+	$(MAKE) molecule SCENARIOS="$(FULL_SCENARIOS)"
+	set -a; . $(TESTBED); set +a; $(BIN)/python tests/reliability_report.py || true
 
 build: venv
 	mkdir -p $(CACHE)/dist

@@ -118,7 +118,9 @@ class ActionModule(ActionBase):
         result.update(changed=False, plan=p, table_header=TABLE_HEADER, table_row=table_row(label, p))
         if args["fail_if_not_fits"] and not p["fits"]:
             result["failed"] = True
+            # The reasons that say why it does not fit (memory, vLLM version), else the last one.
+            why = [r for r in p["reasons"] if r.startswith("Does not fit") or " is older than " in r]
             result["msg"] = "%s does not fit: %s Suggestions: %s" % (
-                p["model"], " ".join(p["reasons"][-1:]),
+                p["model"], " ".join(why or p["reasons"][-1:]),
                 " / ".join(s["text"] for s in p["suggestions"]) or "none")
         return result

@@ -423,6 +423,17 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         raise PlanError("no usable GPU: every GPU has MIG enabled")
     domains = gpu_facts.get("nvlink_domains") or nvlink_domains(sorted(gpus), links)
     n = len(usable)
+    if tp_forced is not None:
+        # Say why a forced size is impossible before looking for layouts: a size that does not divide the heads
+        # (e.g. 3) is never a candidate, and "needs 3 GPUs" would send the user after the wrong fix.
+        ok, why = tp_allowed(arch, tp_forced) if tp_forced >= 1 else (False, "it must be at least 1")
+        if not ok:
+            raise PlanError("tensor_parallel_size %d is not possible for %s: %s; use one of %s" % (
+                tp_forced, profile["id"], why,
+                ", ".join(str(t) for t in TP_SIZES if t <= max(n, 1) and tp_allowed(arch, t)[0]) or "none"))
+        if tp_forced not in TP_SIZES:
+            raise PlanError("tensor_parallel_size %d is not a size this planner lays out (%s)"
+                            % (tp_forced, ", ".join(map(str, TP_SIZES))))
 
     candidates = []
     for t in TP_SIZES:

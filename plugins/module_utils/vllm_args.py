@@ -96,6 +96,12 @@ def replica_specs(plan_replicas, accelerator="gpu", port_base=8000):
     ``plan_replicas`` is the plan's ``replicas`` (a list of GPU-index lists). The ``cpu`` profile runs
     a single replica without GPUs. Without a plan on a GPU host, one replica on GPU 0.
     """
+    try:
+        port_base = int(port_base)
+    except (TypeError, ValueError):
+        raise VllmArgsError("vllm_server_port_base must be a TCP port number (e.g. 8000), got %r" % (port_base,))
+    if not 1 <= port_base <= 65535:
+        raise VllmArgsError("vllm_server_port_base must be a TCP port number in 1-65535, got %d" % port_base)
     if accelerator == "cpu":
         return [{"name": "0", "port": int(port_base), "gpus": []}]
     if accelerator != "gpu":

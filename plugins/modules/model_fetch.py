@@ -212,6 +212,10 @@ throughput_bps:
   description: bytes_fetched / seconds.
   returned: always
   type: int
+streamed_hashes:
+  description: Files whose sha256 was computed while they were being written (no verification tail).
+  returned: when files were fetched
+  type: int
 """
 
 import json
@@ -375,6 +379,103 @@ class Progress(threading.Thread):
         return self.write(phase)
 
 
+class StreamHasher(threading.Thread):
+    """Hashes LFS files WHILE the client writes them, so verification adds no tail after the download.
+
+    It follows the client's partial file (huggingface_hub: .cache/huggingface/download/<h>.<sha256>[.<uuid8>].incomplete;
+    modelscope: <target>.incomplete) through an open descriptor, and hands a digest over only when the
+    final file at <target> is the very inode it read, with the expected size, and was never truncated.
+    Anything else (restarts, ModelScope's parallel range parts, files finished before it looked) falls back
+    to an ordinary full hash after the download: a shortcut, never a weaker check.
+    """
+
+    def __init__(self, staging, entries):
+        super(StreamHasher, self).__init__(daemon=True)
+        self.staging = staging
+        self.todo = dict((e["path"], e) for e in entries if e.get("sha256"))
+        self.state = {}
+        self.digests = {}
+        self.stop_event = threading.Event()
+
+    def _candidate(self, entry):
+        ms = os.path.join(self.staging, entry["path"] + ".incomplete")
+        if os.path.exists(ms):
+            return ms
+        hf_dir = os.path.join(self.staging, ".cache", "huggingface", "download")
+        needle = "." + entry["sha256"] + "."  # <h>.<etag>[.<uuid8>].incomplete: the etag of an LFS file is its sha256
+        for dirpath, _d, files in os.walk(hf_dir):
+            for name in files:
+                if needle in name and name.endswith(".incomplete"):
+                    return os.path.join(dirpath, name)
+        return None
+
+    def _step(self, rel):
+        entry, st = self.todo[rel], self.state.setdefault(rel, {})
+        if st.get("failed") or rel in self.digests:
+            return
+        final = os.path.join(self.staging, rel)
+        if "fd" not in st:
+            if os.path.exists(final):
+                st["failed"] = True  # finished before we saw it: hash it afterwards
+                return
+            cand = self._candidate(entry)
+            if cand is None:
+                return
+            try:
+                fd = os.open(cand, os.O_RDONLY)
+            except OSError:
+                return
+            st.update(fd=fd, ino=os.fstat(fd).st_ino, off=0, h=__import__("hashlib").sha256())
+        fd = st["fd"]
+        size = os.fstat(fd).st_size
+        if size < st["off"] or size > entry["size"]:
+            self._fail(st)
+            return
+        while st["off"] < size:
+            chunk = os.pread(fd, min(8 << 20, size - st["off"]), st["off"])
+            if not chunk:
+                break
+            st["h"].update(chunk)
+            st["off"] += len(chunk)
+        if st["off"] == entry["size"]:
+            try:
+                fst = os.stat(final)
+            except OSError:
+                return  # not renamed into place yet
+            if fst.st_ino == st["ino"] and fst.st_size == entry["size"]:
+                self.digests[rel] = st["h"].hexdigest()
+                os.close(fd)
+                st.pop("fd")
+            else:
+                self._fail(st)
+
+    def _fail(self, st):
+        st["failed"] = True
+        if "fd" in st:
+            os.close(st.pop("fd"))
+
+    def run(self):
+        while True:
+            stopping = self.stop_event.is_set()
+            for rel in list(self.todo):
+                try:
+                    self._step(rel)
+                except OSError:
+                    self._fail(self.state.setdefault(rel, {}))
+            if stopping:
+                break
+            self.stop_event.wait(0.2)
+
+    def finish(self):
+        """Stop (after one last pass over what is on disk) and return {path: sha256} of the streamed files."""
+        self.stop_event.set()
+        self.join(60)
+        for st in self.state.values():
+            if "fd" in st:
+                os.close(st.pop("fd"))
+        return dict(self.digests)
+
+
 # ------------------------------------------------------------------ manifests from the hubs
 def hf_manifest(p):
     try:
@@ -383,15 +484,30 @@ def hf_manifest(p):
     except ImportError as e:
         raise FetchError("huggingface_hub is not importable by %s (%s): install it there (the model_weights role "
                          "does, into /opt/llmfleet/venv) or run this module with that interpreter" % (sys.executable, e))
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
     api = HfApi(endpoint=p["endpoint"], token=p["token"])
     revision = p["revision"] or "main"
-    commit = revision if W.is_commit(revision) else api.model_info(p["repo_id"], revision=revision).sha
+    where = p["endpoint"] or "huggingface.co"
     entries = []
-    for f in api.list_repo_tree(p["repo_id"], revision=commit, recursive=True):
-        if not isinstance(f, RepoFile):
-            continue
-        entries.append({"path": f.path, "size": f.size, "blob_id": f.blob_id,
-                        "lfs_sha256": f.lfs.sha256 if f.lfs else None})
+    # Before anything is written: a repository or revision the hub does not have is an input to fix.
+    try:
+        commit = revision if W.is_commit(revision) else api.model_info(p["repo_id"], revision=revision).sha
+        for f in api.list_repo_tree(p["repo_id"], revision=commit, recursive=True):
+            if not isinstance(f, RepoFile):
+                continue
+            entries.append({"path": f.path, "size": f.size, "blob_id": f.blob_id,
+                            "lfs_sha256": f.lfs.sha256 if f.lfs else None})
+    except RevisionNotFoundError:
+        raise FetchError("revision %r of %s does not exist on %s: set revision (model_weights_revision) to a "
+                         "branch, tag or commit of that repository, or leave it empty for main" % (
+                             revision, p["repo_id"], where))
+    except GatedRepoError:
+        raise FetchError("%s on %s is gated: accept its terms on the hub with your account and give a token of "
+                         "that account (model_weights_token)" % (p["repo_id"], where))
+    except RepositoryNotFoundError:
+        raise FetchError("%s at revision %r was not found on %s (or the token cannot read it): check repo_id "
+                         "(model_weights_repo_id), revision (model_weights_revision) and, for a private repository, "
+                         "token (model_weights_token)" % (p["repo_id"], revision, where))
     keep = set(W.filter_paths([e["path"] for e in entries], p["allow_patterns"], p["ignore_patterns"]))
     return commit, W.manifest_from_hf_tree([e for e in entries if e["path"] in keep and e["path"] != ".gitattributes"])
 
@@ -457,10 +573,12 @@ def extract_archive(archive, staging):
 
 
 # ------------------------------------------------------------------ verification
-def verify_files(staging, manifest, paths, workers):
-    """Hash the given paths; returns ({path: digest or 'size-only'}, [bad paths], counts)."""
+def verify_files(staging, manifest, paths, workers, streamed=None):
+    """Hash the given paths; returns ({path: digest or 'size-only'}, [bad paths], counts).
+    streamed: {path: sha256} computed while downloading (StreamHasher); a mismatch there is re-hashed in full."""
     by_path = dict((m["path"], m) for m in manifest)
     counts = {"sha256": 0, "git_sha1": 0, "size": 0}
+    streamed = streamed or {}
 
     def one(rel):
         entry = by_path[rel]
@@ -470,6 +588,10 @@ def verify_files(staging, manifest, paths, workers):
         kind = W.digest_kind(entry)
         if kind is None:
             return rel, "size-only", True
+        if kind == "sha256" and rel in streamed:
+            ok, _exp = W.verify_digest(entry, streamed[rel])
+            if ok:
+                return rel, streamed[rel], True
         digest = W.hash_file(full, kind)
         ok, _exp = W.verify_digest(entry, digest)
         return rel, digest, ok
@@ -664,7 +786,8 @@ def run(module):
     # 4. Preflight: space and disk kind.
     probe_dir = staging if os.path.isdir(staging) else probe
     free = _statvfs_free(probe_dir)
-    fetch_bytes = result["bytes_to_fetch"] if src != "archive" else result["bytes_to_fetch"] * 3
+    # An archive's extracted size is taken as its own size: safetensors barely compress.
+    fetch_bytes = result["bytes_to_fetch"]
     ok, needed, why = W.space_check(fetch_bytes, free, p["space_margin"])
     result["free_bytes"], result["needed_bytes"] = free, needed
     st = os.stat(probe_dir)
@@ -736,14 +859,20 @@ def run(module):
         attempt = 0
         while fetch:
             attempt += 1
-            if src in ("hf", "modelscope"):
-                hub_download(p, staging, fetch)
-            elif src == "local":
-                local_copy(os.path.normpath(p["local_path"]), staging, fetch)
+            streamer = StreamHasher(staging, [m for m in manifest if m["path"] in fetch])
+            streamer.start()
+            try:
+                if src in ("hf", "modelscope"):
+                    hub_download(p, staging, fetch)
+                elif src == "local":
+                    local_copy(os.path.normpath(p["local_path"]), staging, fetch)
+            finally:
+                streamed = streamer.finish()
             fetched_bytes += sum(sizes[x] for x in fetch if os.path.exists(os.path.join(staging, x)))
             prog.phase = "verifying"
             good, bad, counts = verify_files(staging, manifest, [x for x in fetch if os.path.exists(
-                os.path.join(staging, x))], p["max_workers"])
+                os.path.join(staging, x))], p["max_workers"], streamed)
+            result["streamed_hashes"] = result.get("streamed_hashes", 0) + len(streamed)
             for k in counts:
                 result["verified"][k] += counts[k]
             record(good)

@@ -86,7 +86,9 @@ def main():
         fh.write("p1-bench-key\n")
     env.update({"LLMFLEET_DEMO_API_KEY_FILE": os.path.join(key_dir, "api_key"),
                 "ANSIBLE_COLLECTIONS_PATH": os.path.join(TOP, "collections"),
-                "ANSIBLE_CONFIG": os.path.join(TOP, "ansible.cfg")})
+                "ANSIBLE_CONFIG": os.path.join(TOP, "ansible.cfg"),
+                # ansible-runner starts ansible-playbook from PATH: the one next to this interpreter.
+                "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")})
     start_host(env["MOLECULE_HOST_IMAGE"])
     try:
         rc, cold, changed1, roles, tasks = run_site(inventory, env)

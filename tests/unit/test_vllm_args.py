@@ -78,6 +78,14 @@ def test_malformed_plan_replicas_are_refused(bad):
         replica_specs(bad, "gpu")
 
 
+def test_replica_specs_refuse_a_port_base_that_is_not_a_port():
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import VllmArgsError, replica_specs
+    with pytest.raises(VllmArgsError, match="vllm_server_port_base must be a TCP port number"):
+        replica_specs(None, "cpu", "eighty")
+    with pytest.raises(VllmArgsError, match="1-65535"):
+        replica_specs([[0]], "gpu", 70000)
+
+
 def test_argv_groups_keep_each_value_with_its_flag():
     from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import argv_groups
     argv = render_vllm_args({"enforce-eager": True, "max-model-len": 512, "middleware": ["a", "b"]})

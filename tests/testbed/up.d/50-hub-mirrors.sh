@@ -37,6 +37,14 @@ fi
 commit=$(cat "$state/commit")
 
 answers() { curl -s -o /dev/null -m 3 "$1"; }
+# A mirror left running by another checkout answers on the same port but serves ITS repo: stop it.
+port_pid() { ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2; }
+if answers "http://127.0.0.1:$hf_port/" && ! curl -sf -o /dev/null -m 3 "http://127.0.0.1:$hf_port/api/models/$repo/revision/$commit"; then
+  pid=$(port_pid "$hf_port"); [ -n "$pid" ] && kill "$pid" 2>/dev/null && sleep 1
+fi
+if answers "http://127.0.0.1:$ms_port/" && ! curl -s -m 3 "http://127.0.0.1:$ms_port/api/v1/models/$repo/repo/files?Revision=$commit&Recursive=True" | grep -q '"Code": *200'; then
+  pid=$(port_pid "$ms_port"); [ -n "$pid" ] && kill "$pid" 2>/dev/null && sleep 1
+fi
 if ! answers "http://127.0.0.1:$hf_port/api/models/$repo/revision/main"; then
   cat > "$state/olah.toml" <<TOML
 [basic]

@@ -1,0 +1,86 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters that turn collected evidence into diagnoses (controller side; logic in module_utils.diagnostics)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: diagnose_logs
+short_description: Match vLLM / Docker / NVIDIA log text against the known failure signatures
+description:
+  - Returns the findings ordered by confidence, each a dict with C(id), C(diagnosis), C(fix), C(evidence),
+    C(confidence), C(line), C(count).
+  - The companion filters are C(diagnose_replica) (all evidence of one replica -> findings and a printable
+    report), C(diagnose_report) (findings -> lines), C(diagnose_context_from_plan) (plan fact -> context)
+    and C(diagnose_container_facts) (docker inspect -> safe facts; no environment values).
+options:
+  _input:
+    description: Log text (a string or a list of lines).
+    type: raw
+    required: true
+  context:
+    description: What is known (plan suggestions, vllm_version, served_model_name, port, ...); fills the fixes.
+    type: dict
+    default: {}
+"""
+
+EXAMPLES = r"""
+- name: Print what went wrong
+  ansible.builtin.debug:
+    msg: "{{ journal.stdout | llmfleet.vllm.diagnose_logs({'port': 8000}) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Findings, highest confidence first.
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.diagnostics import (
+    classify,
+    container_facts,
+    container_facts_json,
+    parse_df,
+    context_from_plan,
+    diagnose_replica,
+    format_report,
+    replica_names,
+)
+
+
+def diagnose_logs(text, context=None):
+    if text is None:
+        return []
+    if not isinstance(text, (str, list, tuple)):
+        raise AnsibleFilterError("diagnose_logs expects log text or a list of lines, got %s" % type(text).__name__)
+    return classify(list(text) if isinstance(text, (list, tuple)) else text, context or {})
+
+
+def diagnose_report(findings, title=None, raw_lines=None, raw_limit=40):
+    return format_report(findings or [], title=title, raw_lines=raw_lines, raw_limit=int(raw_limit))
+
+
+def _diagnose_replica(evidence, context=None, raw_limit=40):
+    if not isinstance(evidence, dict):
+        raise AnsibleFilterError("diagnose_replica expects a dict of evidence, got %s" % type(evidence).__name__)
+    return diagnose_replica(evidence, context or {}, raw_limit=int(raw_limit))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "diagnose_logs": diagnose_logs,
+            "diagnose_report": diagnose_report,
+            "diagnose_replica": _diagnose_replica,
+            "diagnose_context_from_plan": context_from_plan,
+            "diagnose_container_facts": container_facts,
+            "diagnose_replica_names": replica_names,
+            "diagnose_container_facts_json": container_facts_json,
+            "diagnose_df": parse_df,
+        }

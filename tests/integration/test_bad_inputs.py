@@ -1,0 +1,344 @@
+"""The bad-input matrix: every case is a playbook run through ansible-runner that must stop BEFORE anything
+changes, with a message that names what to fix.
+
+For each case: status failed, changed=0 on every host, and a fragment of the message (the variable to change,
+or the fix) in the failed task's message. Most cases run a role or module against localhost (connection
+local): argument_specs, preflight and the roles' own asserts refuse before any task that touches a host.
+Files a case could have written are checked to be absent afterwards.
+
+Each "accepted" control case runs the same play with good inputs and must succeed: a fragment can only be
+matched because the bad value, and nothing else, was refused.
+
+No GPU exists here: the GPU cases read the test-double nvidia-smi (tests/doubles/nvidia-smi) replaying real
+H200 captures, and the edited captures of tests/fixtures/nvidia (old driver, MIG on, no driver).
+
+Writes .cache/reliability/bad_inputs.json (tried / refused cleanly per case) for tests/reliability_report.py.
+"""
+import atexit
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reliability_common import TOP, run_playbook, write_result  # noqa: E402
+
+CAPTURES = os.path.join(TOP, "tests", "fixtures", "nvidia")
+# TEST DOUBLE of nvidia-smi (no GPU here) for the whole preflight: gpu_facts asks for --query-gpu, topo -m and
+# nvlink -s (replayed from the real h200x2 captures; LLMFLEET_TEST_QUERY_SED applies the same edit to the CSV
+# that the case's q.xml carries, see tests/fixtures/nvidia/README.md); every other command, and every command
+# of a failing capture (no-driver), goes to the project's double tests/doubles/nvidia-smi, which replays the
+# case's q.xml.
+DOUBLE = os.path.join(os.environ.get("TMPDIR", "/tmp"), "llmfleet-reliability-nvidia-smi-%d" % os.getpid())
+with open(DOUBLE, "w") as _fh:
+    _fh.write("""#!/bin/sh
+# TEST DOUBLE of nvidia-smi (tests/integration/test_bad_inputs.py): replays real captures.
+real={captures}/h200x2
+if [ ! -f "$LLMFLEET_TEST_DOUBLE_NVIDIA_SMI_CAPTURE/rc" ]; then
+  case "$*" in
+    --query-gpu=*) exec sed -e "${{LLMFLEET_TEST_QUERY_SED:-}}" "$real/query.csv" ;;
+    "topo -m") exec cat "$real/topo-m.txt" ;;
+    "nvlink -s") exec cat "$real/nvlink-s.txt" ;;
+  esac
+fi
+exec {double} "$@"
+""".format(captures=CAPTURES, double=os.path.join(TOP, "tests", "doubles", "nvidia-smi")))
+os.chmod(DOUBLE, 0o755)
+atexit.register(lambda: os.path.exists(DOUBLE) and os.remove(DOUBLE))
+LOCALHOST = {"all": {"hosts": {"localhost": {"ansible_connection": "local",
+                                             "ansible_python_interpreter": sys.executable}}}}
+# An image that exists nowhere: a case that slipped through its refusal would stop at "not present", never pull.
+GHOST_IMAGE = "127.0.0.1:9/llmfleet-reliability/none:0.0.0@sha256:" + "0" * 64
+TINY_MODEL_DIR = os.environ.get("LLMFLEET_TEST_MODEL_DIR", os.path.join(TOP, ".cache", "models", "tiny-qwen3-moe"))
+
+
+def role_play(role, gather=False):
+    return """
+- name: Bad-input case for llmfleet.vllm.{role}
+  hosts: all
+  gather_facts: {gather}
+  roles:
+    - role: llmfleet.vllm.{role}
+""".format(role=role, gather="true" if gather else "false")
+
+
+def module_play(module):
+    return """
+- name: Bad-input case for llmfleet.vllm.{module}
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Call the module with the case's arguments
+      llmfleet.vllm.{module}: "{{{{ case_args }}}}"
+""".format(module=module)
+
+
+# ---- baselines: good inputs for each role (the control cases prove they pass) --------------------------------
+
+PRE_CPU = {"llmfleet_model": "llmfleet-test/tiny-qwen3-moe", "llmfleet_accelerator": "cpu",
+           "llmfleet_max_model_len": 512, "llmfleet_cpu_kv_cache_memory_bytes": 67108864,
+           "preflight_check_ports": False}
+PRE_GPU = {"llmfleet_model": "Qwen/Qwen3.5-35B-A3B-FP8", "llmfleet_accelerator": "gpu",
+           "llmfleet_max_model_len": 32768, "preflight_use_nvml": "false", "preflight_nvidia_smi_path": DOUBLE,
+           "nvidia_driver_nvidia_smi_path": DOUBLE, "nvidia_driver_nvswitch_devices_dir": "/nonexistent-nvswitch",
+           "preflight_check_ports": False}
+IMAGE = {"llmfleet_accelerator": "cpu", "vllm_image_ref": GHOST_IMAGE}
+SERVER = {"llmfleet_accelerator": "cpu", "vllm_server_image": GHOST_IMAGE,
+          "vllm_server_model_path": "/srv/llmfleet/models/tiny",
+          "llmfleet_plan": {"replicas": [[]], "vllm_args": {"max-model-len": 512}}}
+WEIGHTS = {"model_weights_source": "hf", "model_weights_repo_id": "acme/tiny",
+           "model_weights_dir": "/srv/llmfleet/models/tiny"}
+
+
+def capture(name, query_sed=""):
+    return {"LLMFLEET_TEST_DOUBLE_NVIDIA_SMI_CAPTURE": os.path.join(CAPTURES, name),
+            "LLMFLEET_TEST_QUERY_SED": query_sed}
+
+
+def case(cid, what, play, base, override, fragments, env=None, absent=()):
+    return pytest.param(dict(play=play, vars=dict(base, **override), fragments=fragments, env=env or {},
+                             absent=absent, what=what), id=cid)
+
+
+CASES = [
+    # preflight: the plan and its inputs (cpu profile, host-free)
+    case("unknown-model-profile", "llmfleet_model names no profile and no directory", role_play("preflight"),
+         PRE_CPU, {"llmfleet_model": "Qwen/Qwen9-Nonexistent"},
+         ["unknown model 'Qwen/Qwen9-Nonexistent'", "not a profile", "Qwen/Qwen3.5-35B-A3B-FP8"]),
+    case("max-model-len-above-limit", "context longer than the model's max_position_embeddings",
+         role_play("preflight"), PRE_CPU, {"llmfleet_max_model_len": 10000000},
+         ["max_model_len 10000000 exceeds the model's context"]),
+    case("max-model-len-not-int", "wrong type for an int", role_play("preflight"), PRE_CPU,
+         {"llmfleet_max_model_len": "long"}, ["preflight_max_model_len", "int"]),
+    case("max-model-len-negative", "negative context", role_play("preflight"), PRE_CPU,
+         {"llmfleet_max_model_len": -5}, ["preflight_max_model_len (-5)", "must be positive numbers"]),
+    case("accelerator-unknown", "llmfleet_accelerator outside gpu|cpu", role_play("preflight"), PRE_CPU,
+         {"llmfleet_accelerator": "tpu"}, ["llmfleet_accelerator", "gpu, cpu"]),
+    case("objective-unknown", "objective outside throughput|latency", role_play("preflight"), PRE_CPU,
+         {"llmfleet_objective": "fastest"}, ["preflight_objective", "throughput, latency"]),
+    case("features-not-a-dict", "features as a string", role_play("preflight"), PRE_CPU,
+         {"llmfleet_features": "tool_calling"}, ["preflight_features", "dict"]),
+    case("feature-unknown", "a feature the profile does not define", role_play("preflight"), PRE_CPU,
+         {"llmfleet_features": {"warp_drive": True}}, ["warp_drive", "not defined for"]),
+    case("gpu-memory-utilization-zero", "share of GPU memory 0", role_play("preflight"), PRE_GPU,
+         {"llmfleet_gpu_memory_utilization": 0}, ["preflight_gpu_memory_utilization must be in (0, 1]"],
+         env=capture("h200x2")),
+    case("gpu-memory-utilization-above-one", "share of GPU memory 1.5", role_play("preflight"), PRE_GPU,
+         {"llmfleet_gpu_memory_utilization": 1.5}, ["preflight_gpu_memory_utilization must be in (0, 1]"],
+         env=capture("h200x2")),
+    case("gpu-memory-utilization-not-float", "wrong type for a float", role_play("preflight"), PRE_GPU,
+         {"llmfleet_gpu_memory_utilization": "most"}, ["preflight_gpu_memory_utilization", "float"],
+         env=capture("h200x2")),
+    # preflight on GPU hosts (test-double nvidia-smi replaying real H200 captures)
+    case("tp-not-dividing-heads", "tensor parallel size 3 with 16 attention heads", role_play("preflight"),
+         PRE_GPU, {"llmfleet_tensor_parallel_size": 3}, ["tensor_parallel_size 3 is not possible", "does not divide the 16 attention heads", "use one of 1, 2"],
+         env=capture("h200x2")),
+    case("tp-more-than-gpus", "TP 4 on a 2-GPU host", role_play("preflight"), PRE_GPU,
+         {"llmfleet_tensor_parallel_size": 4}, ["tensor_parallel_size 4 needs 4 usable GPUs; this host has 2"],
+         env=capture("h200x2")),
+    case("model-does-not-fit", "bf16 weights in 10% of two H200s", role_play("preflight"), PRE_GPU,
+         {"llmfleet_model": "Qwen/Qwen3.5-35B-A3B", "llmfleet_gpu_memory_utilization": 0.1},
+         ["does not fit", "Suggestions:"], env=capture("h200x2")),
+    case("vllm-too-old-for-model", "image older than the model's first vLLM", role_play("preflight"), PRE_GPU,
+         {"llmfleet_vllm_version": "0.8.5"}, ["vLLM 0.8.5 is older than 0.17.0", "Use vLLM 0.17.0 or newer"], env=capture("h200x2")),
+    case("driver-too-old", "R570 driver for a CUDA 13 image", role_play("preflight"), PRE_GPU, {},
+         ["NVIDIA driver 570.172.08 is older than 580.65.06", "Upgrade the driver"],
+         env=capture("old-driver", "s/580.159.04/570.172.08/")),
+    case("no-nvidia-driver", "nvidia-smi cannot reach the driver", role_play("preflight"), PRE_GPU, {},
+         ["couldn't communicate with the NVIDIA driver"], env=capture("no-driver")),
+    # vllm_image: the pin
+    case("image-unpinned", "image without a digest", role_play("vllm_image"), IMAGE,
+         {"vllm_image_ref": "172.17.0.1:5000/llmfleet/vllm-cpu:0.32.0"}, ["vllm_image_ref", "digest"]),
+    case("image-unpinned-allowed-in-prod", "allow_unpinned in the prod environment", role_play("vllm_image"), IMAGE,
+         {"vllm_image_ref": "172.17.0.1:5000/llmfleet/vllm-cpu:0.32.0", "vllm_image_allow_unpinned": True,
+          "llmfleet_environment": "prod"}, ["llmfleet_environment is prod", "vllm_image_allow_unpinned"]),
+    case("image-ref-malformed", "not a Docker reference", role_play("vllm_image"), IMAGE,
+         {"vllm_image_ref": "Not A//Ref::@@"}, ["vllm_image_ref"]),
+    case("cuda-image-on-cpu-host", "the CUDA image with accelerator cpu", role_play("vllm_image"), IMAGE,
+         {"vllm_image_ref": "vllm/vllm-openai:v0.28.0@sha256:" + "6" * 64}, ["CPU build of vLLM"]),
+    case("registry-user-without-password", "half a set of credentials", role_play("vllm_image"), IMAGE,
+         {"vllm_image_registry_username": "robot"}, ["vllm_image_registry_password"]),
+    case("image-archive-missing", "archive path that does not exist", role_play("vllm_image"), IMAGE,
+         {"vllm_image_archive": "/nonexistent/vllm.tar"}, ["vllm_image_archive", "not found"]),
+    case("allow-unpinned-not-bool", "wrong type for a bool", role_play("vllm_image"), IMAGE,
+         {"vllm_image_allow_unpinned": "sometimes"}, ["vllm_image_allow_unpinned", "bool"]),
+    # vllm_server: what it would render
+    case("model-path-relative", "relative model directory", role_play("vllm_server"), SERVER,
+         {"vllm_server_model_path": "models/tiny"}, ["an absolute directory on the host", "models/tiny"]),
+    case("server-image-empty", "no image to run", role_play("vllm_server"), SERVER,
+         {"vllm_server_image": ""}, ["vllm_server_image", "sha256:digest"]),
+    case("secret-in-plain-env", "API key passed as plain environment", role_play("vllm_server"), SERVER,
+         {"vllm_server_env": {"VLLM_API_KEY": "x"}}, ["vllm_server_api_key", "0600"]),
+    case("replicas-share-a-port", "two replicas on one port", role_play("vllm_server"), SERVER,
+         {"vllm_server_replicas": [{"name": "0", "port": 8000, "gpus": []}, {"name": "1", "port": 8000, "gpus": []}]},
+         ["own name, port and GPUs", "vllm_server_replicas"]),
+    case("port-base-not-int", "wrong type for a port", role_play("vllm_server"), SERVER,
+         {"vllm_server_port_base": "eighty"}, ["vllm_server_port_base must be a TCP port number"]),
+    case("prod-endpoint-without-api-key", "prod replicas on every address with no API key",
+         role_play("vllm_server"), SERVER, {"llmfleet_environment": "prod", "llmfleet_api_key": ""},
+         ["llmfleet_environment is prod", "Set llmfleet_api_key", "vllm_server_bind_address"]),
+    case("server-image-not-on-host", "an image the host does not have", role_play("vllm_server"), SERVER, {},
+         ["is not present on", "run the vllm_image role"], absent=["/etc/systemd/system/llmfleet-vllm@.service"]),
+    # docker_engine, verify: argument specs
+    case("daemon-options-not-a-dict", "daemon.json keys as a string", role_play("docker_engine"), {},
+         {"docker_engine_daemon_options_extra": "live-restore"}, ["docker_engine_daemon_options_extra", "dict"]),
+    case("docker-service-state-unknown", "service state outside started|stopped", role_play("docker_engine"), {},
+         {"docker_engine_service_state": "paused"}, ["docker_engine_service_state", "started, stopped"]),
+    case("verify-max-tokens-not-int", "wrong type for an int", role_play("verify"), {},
+         {"verify_max_tokens": "lots"}, ["verify_max_tokens", "int"]),
+]
+
+WEIGHTS_CASES = [
+    case("weights-dir-relative", "relative model_weights_dir", role_play("model_weights"), WEIGHTS,
+         {"model_weights_dir": "models/tiny"}, ["model_weights_dir must be an absolute path", "models/tiny"]),
+    case("hub-source-without-repo", "hf source without a repo id", role_play("model_weights"), WEIGHTS,
+         {"model_weights_repo_id": ""}, ["model_weights_repo_id as owner/name"]),
+    case("hub-endpoint-without-scheme", "mirror endpoint without http(s)://", role_play("model_weights"), WEIGHTS,
+         {"model_weights_endpoint": "mirror:8090"}, ["model_weights_endpoint needs a scheme"]),
+    case("weights-source-unknown", "source outside hf|modelscope|local|archive", role_play("model_weights"), WEIGHTS,
+         {"model_weights_source": "s3"}, ["model_weights_source", "hf, modelscope, local, archive"]),
+    case("environment-unknown", "llmfleet_environment outside prod|dev", role_play("model_weights"), WEIGHTS,
+         {"llmfleet_environment": "production"}, ["llmfleet_environment", "prod, dev"]),
+]
+HAVE_WEIGHTS_ROLE = os.path.isdir(os.path.join(TOP, "roles", "model_weights"))
+
+RESULTS = {}
+
+
+def check(params, tmp_path=None):
+    for path in params["absent"]:
+        assert not os.path.exists(path), "%s exists before the case ran; cannot tell" % path
+    run = run_playbook(params["play"], LOCALHOST, extravars=params["vars"], envvars=params["env"])
+    missing = [f for f in params["fragments"] if f not in run.message]
+    clean = (run.status == "failed" and run.changed_total == 0 and not missing
+             and not any(os.path.exists(p) for p in params["absent"]))
+    return run, missing, clean
+
+
+def record(cid, params, run, clean):
+    RESULTS[cid] = {"what": params["what"], "refused_cleanly": clean, "status": run.status,
+                                         "changed": run.changed_total, "message": run.message[-600:],
+                                         "wall_s": round(run.wall_s, 1)}
+    write_result("bad_inputs", {"tried": len(RESULTS), "refused_cleanly": sum(r["refused_cleanly"] for r in
+                                                                            RESULTS.values()), "cases": RESULTS})
+
+
+def assert_refused(run, missing, params):
+    assert run.status == "failed", "expected a refusal, got status %s\n%s" % (run.status, run.stdout[-3000:])
+    assert run.changed_total == 0, "changed before refusing: %s (tasks %s)" % (run.changed, run.changed_tasks)
+    assert not missing, "message lacks %s:\n%s" % (missing, run.message)
+    for path in params["absent"]:
+        assert not os.path.exists(path), "%s was written" % path
+
+
+@pytest.mark.parametrize("params", CASES)
+def test_bad_input_is_refused_before_any_change(params, request):
+    run, missing, clean = check(params)
+    record(request.node.callspec.id, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+@pytest.mark.skipif(not HAVE_WEIGHTS_ROLE, reason="roles/model_weights is not in this checkout yet")
+@pytest.mark.parametrize("params", WEIGHTS_CASES)
+def test_bad_weights_input_is_refused_before_any_change(params, request):
+    run, missing, clean = check(params)
+    record(request.node.callspec.id, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+@pytest.fixture
+def busy_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def test_port_already_in_use_is_refused(busy_port, request):
+    params = dict(play=role_play("preflight"), what="the first replica's port is held by another process",
+                  vars=dict(PRE_CPU, preflight_check_ports=True, vllm_server_port_base=busy_port),
+                  fragments=["Port %d on localhost is in use" % busy_port, "vllm_server_port_base"], env={}, absent=())
+    run, missing, clean = check(params)
+    record("port-already-in-use", params, run, clean)
+    assert_refused(run, missing, params)
+
+
+# ---- controls: the same plays with good inputs pass, so each refusal above is the bad value's ---------------
+
+CONTROLS = [
+    pytest.param(role_play("preflight"), PRE_CPU, {}, id="preflight-cpu"),
+    pytest.param(role_play("preflight"), PRE_GPU, capture("h200x2"), id="preflight-gpu"),
+    pytest.param(role_play("preflight"), dict(PRE_CPU, preflight_check_ports=True, vllm_server_port_base=1),
+                 {}, id="preflight-ports-free"),
+]
+
+
+@pytest.mark.parametrize("play,variables,env", CONTROLS)
+def test_good_input_passes_the_same_checks(play, variables, env):
+    run = run_playbook(play, LOCALHOST, extravars=variables, envvars=env)
+    assert run.status == "successful", run.message or run.stdout[-3000:]
+    assert run.changed_total == 0
+
+
+# ---- cases that need a little real state: a full disk, a hub that lacks the revision ------------------------
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB filesystem (tmpfs) under the model directory: the tiny model (3.4 MiB) cannot fit."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True)
+    if res.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root): %s" % res.stderr.decode().strip())
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.skipif(not (HAVE_WEIGHTS_ROLE and os.path.isdir(TINY_MODEL_DIR)),
+                    reason="needs roles/model_weights and the tiny model (make testbed)")
+def test_weights_dir_on_a_full_disk_is_refused(full_disk):
+    dest = full_disk / "models" / "tiny"
+    params = dict(play=role_play("model_weights"), what="model directory on a disk too small for the model",
+                  vars=dict(WEIGHTS, model_weights_source="local", model_weights_local_path=TINY_MODEL_DIR,
+                            model_weights_dir=str(dest), model_weights_repo_id=""),
+                  fragments=["not enough free space for the model", "set model_weights_dir to a larger disk"],
+                  env={}, absent=[str(dest), str(full_disk / "models" / ".tiny.partial")])
+    run, missing, clean = check(params)
+    record("weights-dir-on-a-full-disk", params, run, clean)
+    assert_refused(run, missing, params)
+    assert os.listdir(full_disk) == [], "written on the full disk: %s" % os.listdir(full_disk)
+
+
+@pytest.fixture(scope="module")
+def hub():
+    """olah (a real Hugging Face mirror, offline) serving a small synthetic repo (tests/testbed)."""
+    sys.path.insert(0, os.path.join(TOP, "tests", "testbed"))
+    import hub_repo
+    import hubs
+    import tempfile
+    from pathlib import Path
+    root = Path(tempfile.mkdtemp(prefix="llmfleet-rel-hub-"))
+    model = hub_repo.synth_model(root / "m", [1])
+    hub_repo.publish(model, root / "mirrors", "acme/tiny-rel")
+    srv = hubs.start_olah(root / "mirrors", probe_repo="acme/tiny-rel")
+    yield srv
+    srv.stop()
+    import shutil
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_nonexistent_revision_is_refused_before_any_download(hub, tmp_path):
+    dest = tmp_path / "models" / "tiny"
+    args = {"source": "hf", "repo_id": "acme/tiny-rel", "revision": "no-such-branch", "endpoint": hub.url,
+            "dest": str(dest)}
+    params = dict(play=module_play("model_fetch"), what="a revision the hub does not have",
+                  vars={"case_args": args},
+                  fragments=["acme/tiny-rel at revision 'no-such-branch' was not found", "model_weights_revision"],
+                  env={"HF_HOME": str(tmp_path / "hf-home")},
+                  absent=[str(dest), str(tmp_path / "models" / ".tiny.partial")])
+    run, missing, clean = check(params)
+    record("nonexistent-revision", params, run, clean)
+    assert_refused(run, missing, params)
