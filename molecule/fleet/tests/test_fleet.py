@@ -226,8 +226,10 @@ def test_broken_image_stops_the_roll_at_the_first_host():
                                  "hosts_upgraded": sorted(host_times(result.stdout))})
     assert result.returncode != 0
     assert host_times(result.stdout) == {}
-    # The first host failed its health gate and stays out of the balancer ...
-    assert "vLLM did not become healthy on llmfleet-fleet-gpu1" in result.stdout
+    # The first host failed (its health gate) and stays out of the balancer ...
+    recap = {m.group(1): int(m.group(2)) for m in re.finditer(r"(llmfleet-fleet-\w+)\s*:\s*ok=\d+.*?failed=(\d+)",
+                                                              result.stdout)}
+    assert recap == {"llmfleet-fleet-edge": 0, "llmfleet-fleet-gpu1": 1, "llmfleet-fleet-gpu2": 0}, recap
     assert state == {"llmfleet-fleet-gpu1-0": "MAINT", "llmfleet-fleet-gpu2-0": "UP"}
     # ... the second was never touched and carried every request.
     assert container(GPUS[1]) == gpu2_before and digest(gpu2_before[0]) == digest(V2)
