@@ -15,6 +15,7 @@ import time
 import sys
 
 import ansible_runner
+import pytest
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # ansible-runner starts ansible-playbook from PATH: the one next to this Python (the project's venv).
@@ -228,3 +229,12 @@ def _cleanup(host, work):
 def host_ip(name):
     return subprocess.run(["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
                            name], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def full_deployment_marks():
+    """pytest marks of a test file that deploys site.yml on a test host of its own: it needs the test bed and
+    runs only in `make test-full` (LLMFLEET_FULL=1), which keeps `make test` within CI time."""
+    return [pytest.mark.integration,
+            pytest.mark.skipif(not testbed_ready(), reason="needs `make testbed` (.cache/testbed.env)"),
+            pytest.mark.skipif(os.environ.get("LLMFLEET_FULL") != "1",
+                               reason="a full deployment of its own: runs in `make test-full` (LLMFLEET_FULL=1)")]

@@ -25,10 +25,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reliability_common as C  # noqa: E402
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not C.testbed_ready(), reason="needs `make testbed` (.cache/testbed.env)"),
-              pytest.mark.skipif(os.environ.get("LLMFLEET_FULL") != "1",
-                                 reason="a full deployment of its own: runs in `make test-full` (LLMFLEET_FULL=1)")]
+pytestmark = C.full_deployment_marks()
 
 HOST = C.SERVED_HOST
 SENTINELS = [C.SENTINEL_API_KEY, C.SENTINEL_HUB_TOKEN]
