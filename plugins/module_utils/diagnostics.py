@@ -298,13 +298,18 @@ SIGNATURES = [
         "patterns": [
             r"\[Errno 98\].*[Aa]ddress already in use",
             r"error while attempting to bind on address .*address already in use",
-            r"Bind for \S+ failed: port is already allocated",
+            # dockerd publishing the container's port (userland proxy or its own listener):
+            # "Error starting userland proxy: listen tcp4 0.0.0.0:8123: bind: address already in use"
+            r"listen (?:tcp|udp)[46]? \[?[\w.:]*?\]?:(?P<port>\d+): bind: address already in use",
+            r"Bind for \S*?:(?P<port>\d+) failed: port is already allocated",
             r"^\[llmfleet\] port (?P<port>\d+) is held by another process",
         ],
-        "diagnosis": "The API port {port} is already taken by another process.",
+        "diagnosis": "The API port {port} is already taken by another process, so the replica cannot listen there.",
         "fix": "Find the holder with `ss -ltnp 'sport = :{port}'` and stop it (often an old replica or a manual "
-               "`docker run`), or give this replica another port in the plan.",
-        "source": "uvicorn / vllm/entrypoints/launchers/launcher.py create_server_socket; dockerd",
+               "`docker run`), or move the replicas to free ports (vllm_server_port_base), then re-run the serve "
+               "playbook: the replica is restarted with the new configuration.",
+        "source": "uvicorn / vllm/entrypoints/launchers/launcher.py create_server_socket; dockerd "
+                  "(driver failed programming external connectivity: listen ... bind: address already in use)",
     },
     {
         "id": "unknown_vllm_env_var",
