@@ -140,6 +140,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import (
+    JSON_FLAGS,
     env_problems,
     json_argv_problems,
     json_flags_from_help,
@@ -282,7 +283,7 @@ def main():
         result["problems"] = problems
         module.fail_json(msg=" ".join(format_problems(problems, image, image_id[:19], version))
                          + " Nothing was restarted.", **result)
-    bad_json = json_argv_problems(p["args"], json_flags_from_help(help_text))
+    bad_json = json_argv_problems(p["args"], json_flags_from_help(help_text) | JSON_FLAGS)
     if bad_json:
         result["problems"] = bad_json
         module.fail_json(msg=" ".join(
