@@ -113,10 +113,13 @@ def _get(module, url, token, timeout):
         headers["Authorization"] = "Bearer " + token
     resp, info = fetch_url(module, url, headers=headers, method="GET", timeout=timeout, force=True)
     status = info.get("status", -1)
-    if resp is not None:
-        body = resp.read()
-    else:
-        body = info.get("body", b"")
+    # On an HTTP error fetch_url has read the body already (into info) and may still hand back the response.
+    body = info.get("body") or b""
+    if not body and resp is not None:
+        try:
+            body = resp.read()
+        except Exception:  # pylint: disable=broad-except
+            body = b""
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     headers = dict((k.lower(), v) for k, v in info.items() if isinstance(v, str))
