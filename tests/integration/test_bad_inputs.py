@@ -490,3 +490,67 @@ def test_plan_honours_a_tensor_parallel_override():
     run, missing, clean = check(params)
     record("plan-tensor-parallel-not-a-number", params, run, clean)
     assert_refused(run, missing, params)
+
+
+# ---- issue 16: the serve stage validates against the pinned image before writing or stopping anything --------
+# vllm_server on localhost with the test bed's real vLLM CPU image: the image's own `--help=all` and `vllm.envs`
+# (one throw-away container each, cached per image ID) refuse what preflight cannot know; the port and the model
+# directory are checked before any file is written. Needs `make testbed` (the image); a few seconds each.
+
+# By tag: community.docker's image lookup does not resolve a tag@digest reference on this engine.
+VLLM_IMAGE = (os.environ.get("LLMFLEET_TEST_VLLM_IMAGE") or __import__("reliability_common").load_env().get(
+    "LLMFLEET_TEST_VLLM_IMAGE", "")).split("@")[0]
+SERVE_WRITES = ["/etc/systemd/system/llmfleet-vllm@.service", "/etc/llmfleet/vllm-0.run", "/etc/llmfleet/vllm-0.env"]
+
+
+def _image_present():
+    if not VLLM_IMAGE:
+        return False
+    return subprocess.run(["docker", "image", "inspect", VLLM_IMAGE], capture_output=True).returncode == 0
+
+
+needs_image = pytest.mark.skipif(not _image_present(), reason="needs the test bed's vLLM CPU image (make testbed)")
+
+
+def _serve_vars(tmp_path, **override):
+    model = override.pop("model", None) or _model_dir(tmp_path / "tiny")
+    return dict(SERVER, vllm_server_image=VLLM_IMAGE, vllm_server_model_path=model, **override)
+
+
+@needs_image
+@pytest.mark.parametrize("cid,override,fragments", [
+    ("serve-env-not-a-vllm-variable", {"vllm_server_env": {"VLLM_LOGING_LEVEL": "DEBUG"}},
+     ["VLLM_LOGING_LEVEL, which is not one of vLLM's environment variables", "did you mean VLLM_LOGGING_LEVEL?"]),
+    ("serve-env-prefix-caching-variable", {"vllm_server_env": {"VLLM_ENABLE_PREFIX_CACHING": "1"}},
+     ["VLLM_ENABLE_PREFIX_CACHING, which vLLM does not read", "--enable-prefix-caching"]),
+    ("serve-json-flag-malformed", {"vllm_server_args_extra": {"kv-transfer-config": "{kv_connector: x"}},
+     ["--kv-transfer-config takes JSON", "Nothing was restarted"]),
+], ids=["serve-env-not-a-vllm-variable", "serve-env-prefix-caching-variable", "serve-json-flag-malformed"])
+def test_serve_checks_against_the_image_before_writing(tmp_path, cid, override, fragments):
+    params = dict(play=role_play("vllm_server"), what="%s (vllm_server, the pinned image's own lists)" % cid,
+                  vars=_serve_vars(tmp_path, **override), fragments=fragments, env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record(cid, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+@needs_image
+def test_serve_refuses_a_held_port_before_writing(tmp_path, busy_port):
+    params = dict(play=role_play("vllm_server"), what="vllm_server onto a port another process holds",
+                  vars=_serve_vars(tmp_path, vllm_server_port_base=busy_port),
+                  fragments=["Port %d on localhost is in use by another process" % busy_port,
+                             "vllm_server_port_base", "Nothing was changed"], env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record("serve-port-held", params, run, clean)
+    assert_refused(run, missing, params)
+
+
+@needs_image
+def test_serve_refuses_an_incomplete_model_dir_before_writing(tmp_path):
+    model = _model_dir(tmp_path / "tiny", drop=["tokenizer_config.json"])
+    params = dict(play=role_play("vllm_server"), what="vllm_server with a model directory lacking tokenizer_config.json",
+                  vars=_serve_vars(tmp_path, model=model),
+                  fragments=["the model directory %s lacks tokenizer_config.json" % model], env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record("serve-model-dir-incomplete", params, run, clean)
+    assert_refused(run, missing, params)
