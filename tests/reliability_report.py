@@ -7,7 +7,11 @@
 Runs, with pytest (one process for the three files of this suite, so the fault tests and the secrets audit share
 one served test host):
   tests/integration/test_bad_inputs.py         every case through ansible-runner: failed, changed=0, the fix named
-  tests/integration/test_faults.py             container kill -9, dockerd restart, host restart, re-run after them
+  tests/integration/test_faults.py             container kill -9, dockerd restart, host restart, re-run after them;
+                                               then issue 16's convergence cases (a port change onto a held port
+                                               refused with the replica untouched; the bind failure diagnosed; one
+                                               good re-run serving again from auto-restart, crash loop, failed,
+                                               stopped and stale states)
   tests/integration/test_secrets_audit.py      sentinel API key and hub token: hits outside the 0600 env file
   tests/integration/test_model_fetch_faults.py (the weights' own fault tests, counted here, not repeated):
                                                interrupted download, corrupted shard, disk too small
@@ -110,7 +114,7 @@ def main():
     junit = os.path.join(OUT, "weights-faults.xml")
     if not args.collect:
         os.makedirs(OUT, exist_ok=True)
-        for name in ("bad_inputs.json", "faults.json", "secrets_audit.json"):
+        for name in ("bad_inputs.json", "faults.json", "secrets_audit.json", "convergence.json"):
             if os.path.exists(os.path.join(OUT, name)):
                 os.remove(os.path.join(OUT, name))
         pytest(SUITE[:1] if args.bad_inputs_only else SUITE, env)
@@ -123,6 +127,7 @@ def main():
     bad = load("bad_inputs.json") or {"tried": 0, "refused_cleanly": 0, "cases": {}}
     faults = load("faults.json") or {"faults": {}}
     audit = load("secrets_audit.json")
+    convergence = load("convergence.json")
     def detail(r):
         if r.get("recovery_s") is not None:
             text = "healthy again after %ss (bound %ss)" % (r["recovery_s"], r["bound_s"])
@@ -160,6 +165,20 @@ def main():
     if not fleet:
         print("  (not counted: broken image during a rolling upgrade; no roll_broken_image in %s, run "
               "`molecule test -s fleet` or --fleet)" % args.fleet_report)
+    if convergence:
+        print("Convergence (issue 16): %d tried, %d ok (refused with the replica untouched, or serving again after one "
+              "good re-run)" % (convergence["tried"], convergence["ok"]))
+        for name, c in convergence["cases"].items():
+            bits = ["%s" % c.get("kind")]
+            if c.get("state_before_rerun"):
+                bits.append("unit before the re-run: %s" % c["state_before_rerun"])
+            if c.get("rerun_s") is not None:
+                bits.append("re-run %ss" % c["rerun_s"])
+            if "changed" in c:
+                bits.append("changed=%s" % c["changed"])
+            print("  %-8s %-58s %s" % ("ok" if c["ok"] else "FAILED", name, ", ".join(bits)))
+    else:
+        print("Convergence: not measured (the served-host tests did not run: make test-full / LLMFLEET_FULL=1)")
     if audit:
         print("Secret hits: %d (places searched %d, containers %d, processes %d; env file %s %s holds %d of 2)"
               % (audit["secret_hits"], audit["places_searched"], audit["containers_inspected"],
@@ -171,6 +190,7 @@ def main():
         print("Secret hits: not measured (the audit did not run: make testbed?)")
     good = (bad["tried"] > 0 and bad["tried"] == bad["refused_cleanly"] and rows and survived == len(rows)
             and all(ok for _, ok, _ in after)
+            and (convergence is None or convergence["tried"] == convergence["ok"])
             and audit is not None and audit["secret_hits"] == 0)
     return 0 if good else 1
 

@@ -162,7 +162,8 @@ def docker_inventory(hosts, group="gpu_nodes"):
 
 # ---- one served test host, shared by the fault tests and the secrets audit ------------------------------------
 
-SERVED_HOST = "llmfleet-rel-host"
+# LLMFLEET_TEST_SERVED_HOST: another name, so two checkouts on one machine do not replace each other's host.
+SERVED_HOST = os.environ.get("LLMFLEET_TEST_SERVED_HOST", "llmfleet-rel-host")
 # Sentinels: unique strings that must never show up where the audit looks (only in the 0600 env file).
 SENTINEL_API_KEY = "llmfleet-sentinel-apikey-7f3a9c2e"
 SENTINEL_HUB_TOKEN = "hf_llmfleetSentinelHubToken5b81d4"
