@@ -193,6 +193,8 @@ CASES = [
     case("replicas-share-a-port", "two replicas on one port", role_play("vllm_server"), SERVER,
          {"vllm_server_replicas": [{"name": "0", "port": 8000, "gpus": []}, {"name": "1", "port": 8000, "gpus": []}]},
          ["own name, port and GPUs", "vllm_server_replicas"]),
+    case("serve-served-model-name-empty", "serve.yml alone with an empty served model name", role_play("vllm_server"),
+         SERVER, {"llmfleet_served_model_name": ""}, ["llmfleet_served_model_name is empty"]),
     case("port-base-not-int", "wrong type for a port", role_play("vllm_server"), SERVER,
          {"vllm_server_port_base": "eighty"}, ["vllm_server_port_base must be a TCP port number"]),
     case("prod-endpoint-without-api-key", "prod replicas on every address with no API key",
