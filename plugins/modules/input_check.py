@@ -87,9 +87,11 @@ hub:
 """
 
 import json
+import os
+
+from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.six.moves.urllib.parse import quote
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import (
@@ -198,7 +200,6 @@ def main():
     warnings, hub = [], {}
     source = src.get("source")
     if source == "local" and src.get("local_path"):
-        import os
         path = src["local_path"]
         if not os.path.isdir(path):
             problems.append("model_weights_local_path %s is not a directory on the controller: set it to the "
