@@ -21,23 +21,48 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
+import ipaddress
 import re
 
 _DOCKER_TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
 
-def listening_ports(text):
-    """Ports with a socket in LISTEN state (st 0A) in the text of /proc/net/tcp and /proc/net/tcp6."""
-    ports = set()
+def _proc_addr(hexaddr):
+    """/proc/net/tcp{,6} address hex (32-bit words in host order, little-endian here) -> IPv4 / compressed IPv6."""
+    if len(hexaddr) == 8:
+        return str(ipaddress.IPv4Address(bytes.fromhex(hexaddr)[::-1]))
+    raw = b"".join(bytes.fromhex(hexaddr[i:i + 8])[::-1] for i in range(0, 32, 8))
+    address = ipaddress.IPv6Address(raw)
+    return str(address.ipv4_mapped) if address.ipv4_mapped else address.compressed
+
+
+def listening_sockets(text):
+    """(address, port) of every socket in LISTEN state (st 0A) in /proc/net/tcp and /proc/net/tcp6 text."""
+    found = set()
     for line in str(text or "").splitlines():
         cols = line.split()
         if len(cols) < 4 or ":" not in cols[1] or cols[3] != "0A":
             continue
+        addr, _, port = cols[1].rpartition(":")
         try:
-            ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+            found.add((_proc_addr(addr), int(port, 16)))
         except ValueError:
             continue
-    return ports
+    return found
+
+
+def listening_ports(text):
+    """Ports with a socket in LISTEN state in the text of /proc/net/tcp and /proc/net/tcp6."""
+    return set(port for _, port in listening_sockets(text))
+
+
+WILDCARDS = ("0.0.0.0", "::", "0:0:0:0:0:0:0:0", "")
+
+
+def conflicts(bind_address, listener_address):
+    """Would binding bind_address fail because listener_address holds the same port? A wildcard on either side
+    conflicts with everything; otherwise only the same address."""
+    return (bind_address in WILDCARDS or listener_address in WILDCARDS or bind_address == listener_address)
 
 
 def docker_time(text):
@@ -69,16 +94,23 @@ def published_ports(ports):
     return out
 
 
-def port_holder(port, replica_name, listening, ours, container_prefix="llmfleet-vllm-"):
+def port_holder(port, replica_name, listening, ours, container_prefix="llmfleet-vllm-", bind_address="0.0.0.0"):
     """Who holds port: None, 'self', the name of another of our containers, or 'other'.
 
-    listening: set of ports in LISTEN state on the host; ours: {container name: set of published host ports}
-    of this collection's running containers."""
+    listening: set of ports, or of (address, port) sockets, in LISTEN state on the host; ours: {container name: set
+    of published host ports} of this collection's running containers; bind_address: where the replica will bind
+    (a listener on another specific address does not stand in its way)."""
     port = int(port)
     for name, ports in sorted((ours or {}).items()):
         if port in ports:
             return "self" if name == container_prefix + str(replica_name) else name
-    return "other" if port in (listening or set()) else None
+    for item in listening or set():
+        if isinstance(item, tuple):
+            if item[1] == port and conflicts(bind_address, item[0]):
+                return "other"
+        elif item == port:
+            return "other"
+    return None
 
 
 def replica_verdict(unit, container, config_mtime, changed=False):

@@ -53,6 +53,10 @@ options:
     description: The docker CLI (a host without it reports no containers).
     type: str
     default: docker
+  bind_address:
+    description: The address the replicas' ports are published on (a listener on another specific address is no conflict).
+    type: str
+    default: 0.0.0.0
   model_dir:
     description: A model directory on the host to check for completeness (config, tokenizer files, every shard).
     type: path
@@ -108,7 +112,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
     docker_time,
-    listening_ports,
+    listening_sockets,
     port_holder,
     published_ports,
     replica_verdict,
@@ -151,13 +155,14 @@ def main():
             unit_prefix=dict(type="str", default="llmfleet-vllm@"),
             container_prefix=dict(type="str", default="llmfleet-vllm-"),
             docker_bin=dict(type="str", default="docker"),
+            bind_address=dict(type="str", default="0.0.0.0"),
             model_dir=dict(type="path"),
             check_tokenizer=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    listening = listening_ports(_read("/proc/net/tcp") + "\n" + _read("/proc/net/tcp6"))
+    listening = listening_sockets(_read("/proc/net/tcp") + "\n" + _read("/proc/net/tcp6"))
 
     containers = {}
     docker = module.get_bin_path(p["docker_bin"])
@@ -206,7 +211,7 @@ def main():
         result_replicas.append({
             "name": name, "port": port, "unit": unit, "container": container, "config_mtime": config_mtime,
             "action": verdict["action"], "reasons": verdict["reasons"], "stale": verdict["stale"],
-            "port_holder": port_holder(port, name, listening, ours, p["container_prefix"]),
+            "port_holder": port_holder(port, name, listening, ours, p["container_prefix"], p["bind_address"]),
         })
 
     model_problems = []
@@ -224,7 +229,8 @@ def main():
             model_problems = model_dir_problems(names, index, where="the model directory %s" % p["model_dir"],
                                                 check_tokenizer=p["check_tokenizer"])
 
-    module.exit_json(changed=False, replicas=result_replicas, restart=restart, listening_ports=sorted(listening),
+    module.exit_json(changed=False, replicas=result_replicas, restart=restart,
+                     listening_ports=sorted(set(port for _, port in listening)),
                      model_problems=model_problems)
 
 

@@ -145,6 +145,20 @@ def test_listening_ports_from_proc():
     assert C.listening_ports(text) == {8000, 8123}
 
 
+def test_listening_sockets_and_address_conflicts():
+    text = """   0: 0100007F:1F40 00000000:0000 0A 0 0 0 0 0 1 1
+   1: 0300A8C0:1F41 00000000:0000 0A 0 0 0 0 0 1 1
+   0: 00000000000000000000000001000000:1F42 00000000000000000000000000000000:0000 0A 0 0 0 0 0 3 1
+   1: 0000000000000000FFFF00000100007F:1F43 00000000000000000000000000000000:0000 0A 0 0 0 0 0 3 1"""
+    assert C.listening_sockets(text) == {("127.0.0.1", 8000), ("192.168.0.3", 8001), ("::1", 8002),
+                                         ("127.0.0.1", 8003)}
+    sockets = C.listening_sockets(text)
+    assert C.port_holder(8000, "0", sockets, {}, bind_address="0.0.0.0") == "other"
+    assert C.port_holder(8000, "0", sockets, {}, bind_address="192.168.0.3") is None  # loopback only: no conflict
+    assert C.port_holder(8001, "0", sockets, {}, bind_address="192.168.0.3") == "other"
+    assert C.conflicts("10.0.0.1", "0.0.0.0") and C.conflicts("::", "10.0.0.1") and not C.conflicts("a", "b")
+
+
 def test_docker_time():
     assert C.docker_time("1970-01-01T00:00:01.5Z") == 1.5
     assert C.docker_time("1970-01-01T01:00:00+01:00") == 0
