@@ -75,7 +75,7 @@ def test_default_args_follow_the_recipe(pid):
         assert flag not in args, flag  # opt-in features; checkpoints carry their own quantization config
     assert not SERVE_ROLE_OWNS & set(args)
     assert args["max-model-len"] == 65536 and args["gpu-memory-utilization"] == 0.9
-    assert args["tensor-parallel-size"] == 1 and args["max-num-seqs"] == p["max_num_seqs"]
+    assert args["tensor-parallel-size"] == p["tensor_parallel_size"] and args["max-num-seqs"] == p["max_num_seqs"]
     for k in p["vllm_args"]:
         assert k == k.lower() and not k.startswith("-") and "_" not in k
 
