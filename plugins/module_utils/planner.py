@@ -490,13 +490,7 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
 
     # Features that change memory or the KV layout (MTP, text-only, prefix caching, eager) are settled first;
     # expert-parallel-dependent ones later.
-    pre, _ = resolve_features(profile, objective, features,
-                              {"expert_parallel": True, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
-    mtp_on = pre.get("mtp", False)
-    opts = dict(mtp_on=mtp_on, text_only=pre.get("text_only", False), enforce_eager=_eager(profile, pre),
-                prefix_caching=_prefix_caching_on(profile, pre),
-                num_speculative_tokens=_speculative_tokens(profile, pre) if mtp_on else 0,
-                mtp_layers=arch["mtp_layers"] if mtp_on else 0, kv_dtype_bytes=kv_dtype_bytes)
+    opts = _layout_options(profile, objective, features, kv_dtype_bytes)
 
     if accelerator == "cpu":
         result = _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_cache_memory_bytes,
@@ -520,6 +514,30 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
             result, alternatives or [])
     result["summary"] = _summary(result)
     return result
+
+
+def _layout_options(profile, objective, features, kv_dtype_bytes):
+    """The feature-dependent inputs of the memory model and the KV layout (MTP, text-only, eager, prefix
+    caching), settled before expert parallelism is known."""
+    arch = profile["arch"]
+    pre, _ = resolve_features(profile, objective, features,
+                              {"expert_parallel": True, "hybrid": arch["linear_attention_layers"] > 0,
+                               "mtp_layers": arch["mtp_layers"]})
+    mtp_on = pre.get("mtp", False)
+    return dict(mtp_on=mtp_on, text_only=pre.get("text_only", False), enforce_eager=_eager(profile, pre),
+                prefix_caching=_prefix_caching_on(profile, pre),
+                num_speculative_tokens=_speculative_tokens(profile, pre) if mtp_on else 0,
+                mtp_layers=arch["mtp_layers"] if mtp_on else 0, kv_dtype_bytes=kv_dtype_bytes)
+
+
+def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="auto", objective="throughput"):
+    """The KV layout (kv_layout) of a profile served with these settings, without any memory model: what the
+    boot-log replay needs to turn vLLM's logged available memory into blocks and concurrency."""
+    arch = profile["arch"]
+    kvb = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
+    o = _layout_options(profile, objective, features, kvb)
+    return kv_layout(arch, tensor_parallel_size, kvb, o["mtp_layers"], o["num_speculative_tokens"],
+                     o["prefix_caching"])
 
 
 def _layout_reason(layout, t):
@@ -590,6 +608,16 @@ def _full_seqs(r):
     if not r["fits"]:
         return 0
     return min(r["max_num_seqs"], int(r["max_concurrency"]))
+
+
+def _has_fp8(gpu):
+    if gpu.get("fp8") is not None:
+        return bool(gpu["fp8"])
+    cc = str(gpu.get("compute_capability") or "")
+    try:
+        return tuple(int(x) for x in cc.split(".")[:2]) >= (8, 9)
+    except ValueError:
+        return True  # unknown: say nothing
 
 
 def _score(c):
@@ -677,10 +705,10 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         candidates.append(dict(t=t, groups=groups, nvlink=nvlink, eval=worst))
 
     if tp_forced is not None and not any(c["t"] == tp_forced for c in candidates):
-        if replicas_forced is not None and tp_forced * replicas_forced <= n:
-            raise PlanError("%d replicas of TP%d need %d GPUs in groups of %d%s; this host cannot make them"
-                            % (replicas_forced, tp_forced, replicas_forced * tp_forced, tp_forced,
-                               " connected by NVLink" if tp_forced > 1 else ""))
+        if replicas_forced is not None and tp_forced <= n:
+            raise PlanError("%d replicas of TP%d need %d GPUs in groups of %d; this host has %d usable GPUs and "
+                            "makes %d such groups" % (replicas_forced, tp_forced, replicas_forced * tp_forced,
+                                                      tp_forced, n, n // tp_forced))
         raise PlanError("tensor_parallel_size %d needs %d usable GPUs; this host has %d" % (tp_forced, tp_forced, n))
     if not candidates:
         raise PlanError("replicas %d: no TP size makes that many groups of GPUs on this host" % replicas_forced)
@@ -785,6 +813,9 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
     lr = _layout_reason(layout, t)
     if lr:
         reasons.append(lr)
+    if (profile.get("quantization") or "").startswith("fp8") and any(not _has_fp8(gpus[i]) for i in used):
+        reasons.append("These GPUs have no FP8 tensor cores (compute capability below 8.9): vLLM serves the FP8 "
+                       "checkpoint weight-only (Marlin kernel, BF16 compute); the memory plan is the same.")
     if opts["text_only"] and profile.get("vision_weights_bytes"):
         reasons.append("Text-only mode: the vision tower (%s) is not loaded." % gib(profile["vision_weights_bytes"]))
     if not opts["mtp_on"] and profile.get("mtp_weights_bytes"):
@@ -957,11 +988,12 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
 
 
 def _summary(p):
-    """One row of the plan table (plan.yml) as a dict and a Markdown line."""
+    """One row of the plan table (plan.yml) as a dict.  Concurrency is vLLM's 'Maximum concurrency' per replica
+    (and its sum over replicas), KV cache its 'GPU KV cache size' of one replica."""
     if p["fits"]:
-        conc = "%d x %d = %d" % (p["data_parallel_size"], p["max_concurrency_at_max_model_len"],
-                                 p["max_concurrency_total"]) if p["data_parallel_size"] > 1 else \
-            "%d" % p["max_concurrency_at_max_model_len"]
+        n = p["data_parallel_size"]
+        conc = "%d x %.2f = %s" % (n, p["max_concurrency"], _fmt_num(n * p["max_concurrency"])) if n > 1 else \
+            "%.2f" % p["max_concurrency"]
         kv = "{:,}".format(p["kv_cache_tokens"])
     else:
         conc = "-"

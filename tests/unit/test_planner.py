@@ -234,7 +234,7 @@ def test_plan_playbook_prints_a_table_for_described_hardware(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     rows = report.read_text().splitlines()
-    assert rows[0].startswith("| hardware |") and len(rows) == 2 + 5 * 3
+    assert rows[0].startswith("| hardware |") and len(rows) == 2 + 10 * 3
     assert "| 2x H200 NVLink | Qwen/Qwen3.5-35B-A3B-FP8 | yes | 2 x TP1 |" in report.read_text()
     assert "| 1x RTX 4090 | Qwen/Qwen3.5-35B-A3B | no" in report.read_text()
 
