@@ -199,3 +199,28 @@ def test_model_directory_reading(tmp_path):
         M.profile_from_model_dir(config, name="x")
     with pytest.raises(M.ProfileError, match="no config.json"):
         M.read_model_dir(str(tmp_path / "nothing"))
+
+
+def test_variants_extend_the_base_checkpoint_and_hold_only_their_differences():
+    # The serving features and the architecture are written once (the BF16 profile) and shared.
+    base, fp8, int4 = (PROFILES[p] for p in QWEN)
+    for v in (fp8, int4):
+        assert v["extends"] == base["id"] and v["serving"] == base["serving"]
+        assert v["config"]["text_config"] == base["config"]["text_config"]
+        with open(v["path"]) as fh:
+            raw = yaml.safe_load(fh)
+        assert "serving" not in raw and "text_config" not in raw["config"]
+    assert fp8["arch"]["quant_method"] == "fp8" and int4["arch"]["quant_method"] == "gptq"
+    assert base["arch"]["quant_method"] is None
+    assert int4["mtp_weights_bytes"] == base["mtp_weights_bytes"]  # inherited
+    assert fp8["mtp_weights_bytes"] == 850000000  # its own
+
+
+def test_extends_must_name_a_profile_of_the_directory_and_not_loop(tmp_path):
+    (tmp_path / "a--x.yml").write_text(yaml.safe_dump({"id": "a/x", "extends": "a/missing", "variant": "v"}))
+    with pytest.raises(M.ProfileError, match="extends 'a/missing'"):
+        M.load_profiles(str(tmp_path))
+    (tmp_path / "a--x.yml").write_text(yaml.safe_dump({"id": "a/x", "extends": "a/y"}))
+    (tmp_path / "a--y.yml").write_text(yaml.safe_dump({"id": "a/y", "extends": "a/x"}))
+    with pytest.raises(M.ProfileError, match="extends it back"):
+        M.load_profiles(str(tmp_path))
