@@ -974,6 +974,7 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
                                         "link": link})
             kw = dict(inputs)
             kw.pop("tensor_parallel_size", None)
+            kw.pop("replicas", None)
             try:
                 r = plan(spec, profile, alternatives=None, _suggest=False, **kw)
             except PlanError:

@@ -296,7 +296,8 @@ def parse_query_csv(text):
 def parse_smi_xml(text):
     """Parse ``nvidia-smi -q -x``: driver/CUDA version and per-GPU facts (by minor number order of appearance).
 
-    Returns {driver_version, cuda_version, gpus: [{pci_bus_id, name, uuid, memory_total_mib, mig_mode,
+    Returns {driver_version, cuda_version, gpus: [{pci_bus_id, name, uuid, memory_total_mib, memory_reserved_mib
+    (what the driver keeps: CUDA sees total - reserved; None on drivers that do not print it), mig_mode,
     fabric_state, fabric_status, architecture}]}.
     """
     try:
@@ -317,6 +318,7 @@ def parse_smi_xml(text):
             "minor_number": _int_or_none(txt(g, "minor_number")),
             "architecture": txt(g, "product_architecture"),
             "memory_total_mib": _mib(txt(g, "fb_memory_usage/total")),
+            "memory_reserved_mib": _mib(txt(g, "fb_memory_usage/reserved")),
             "mig_mode": txt(g, "mig_mode/current_mig"),
             "fabric_state": txt(g, "fabric/state"),
             "fabric_status": txt(g, "fabric/status"),
@@ -452,6 +454,8 @@ def gpu_facts_from_smi(query_csv, topo_text, xml_text=None, nvlink_text=None, nv
         g["cpu_affinity"] = t["cpu_affinity"]
         xg = xml_by_bus.get((g["pci_bus_id"] or "").lower(), {})
         g["architecture"] = xg.get("architecture")
+        if xg.get("memory_reserved_mib") is not None:
+            g["memory_reserved_mib"] = xg["memory_reserved_mib"]
         g["fabric_state"] = xg.get("fabric_state")
         if g["mig_mode"] is None:
             g["mig_mode"] = xg.get("mig_mode")

@@ -102,3 +102,13 @@ def test_every_catalogue_gpu_plans_the_fp8_checkpoint_somewhere():
     for name in CAT:
         p = P.plan(T.gpu_facts_from_spec("8x %s" % name, CAT), FP8, max_model_len=32768)
         assert p["fits"], (name, p["reasons"][-1])
+
+
+def test_nvidia_smi_xml_reserve_reaches_the_plan():
+    d = os.path.join(ROOT, "tests", "fixtures", "gpu", "device-h200x1-2026-11-30")
+    xml = open(os.path.join(d, "q.xml")).read()
+    assert T.parse_smi_xml(xml)["gpus"][0]["memory_reserved_mib"] == 616
+    g = {"memory_total_mib": 143771, "memory_reserved_mib": 616}
+    assert P.cuda_total_bytes(g) == (143771 - 616) * P.MIB
+    # Without a reserve, 0.5% of the total (rounded up to whole MiB) is assumed.
+    assert P.cuda_total_bytes({"memory_total_mib": 100000}) == (100000 - 500) * P.MIB
