@@ -68,7 +68,7 @@ def fixtures_table():
         if not boot["complete"] or prof is None:
             continue
         hw = os.path.join(os.path.dirname(path), "hardware.txt")
-        facts = None
+        facts = B.gpu_facts_for_boot(boot, cat)
         if os.path.exists(hw):
             with open(hw) as fh:
                 label = fh.read().strip()

@@ -270,3 +270,19 @@ def replay(boot, profile, gpu_facts=None):
                                         "max_model_len": boot.get("max_model_len"),
                                         "available_kv_cache_memory_bytes": boot.get("available_kv_cache_bytes")})
     return {"inputs": inputs, "from_logged_memory": cap, "plan": plan, "comparison": cmp_}
+
+
+def gpu_facts_for_boot(boot, catalogue):
+    """gpu_facts for the GPUs a boot log ran on, when the log names them (device_name, e.g. from the fused-MoE
+    config path) and the catalogue knows the name: tensor_parallel_size x pipeline_parallel_size GPUs, wired as
+    the catalogue says.  None otherwise."""
+    from ansible_collections.llmfleet.vllm.plugins.module_utils import gpu_catalogue as C
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
+
+    name = boot.get("device_name")
+    cname = C.match_smi_name(name, catalogue) if name else None
+    if cname is None:
+        return None
+    eng = boot.get("engine") or {}
+    count = int(eng.get("tensor_parallel_size") or 1) * int(eng.get("pipeline_parallel_size") or 1)
+    return C.annotate_gpu_facts(gpu_facts_from_spec(C.spec_for(cname, count, catalogue), catalogue), catalogue)

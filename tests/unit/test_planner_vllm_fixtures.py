@@ -3,7 +3,8 @@
 For each log: the run's own settings (parsed from the log) are planned, and
   (a) vLLM's logged "Available KV cache memory" through the planner's block-pool arithmetic must give vLLM's
       "Maximum concurrency" and "GPU KV cache size" within 3% (in practice: to the printed digits);
-  (b) the planner's own memory model, end to end on the hardware of the directory's hardware.txt, must give
+  (b) the planner's own memory model, end to end on the hardware of the directory's hardware.txt (else the GPU
+      the log names), must give
       vLLM's "Maximum concurrency" within 3% (the acceptance of issue #15).
 New fixture directories (vllm-<anything>/ with *.log and, for (b), hardware.txt) are picked up by the glob.
 """
@@ -37,11 +38,12 @@ def profile_for(boot, family="Qwen3.5-35B-A3B"):
     pytest.skip("no %s profile with quantization %s" % (family, q))
 
 
-def hardware_for(path):
+def hardware_for(path, boot):
+    """The directory's hardware.txt (catalogue words), else the GPU the log names (device_name)."""
+    cat = load_catalogue()
     hw = os.path.join(os.path.dirname(path), "hardware.txt")
     if not os.path.exists(hw):
-        return None
-    cat = load_catalogue()
+        return B.gpu_facts_for_boot(boot, cat)
     with open(hw) as fh:
         return annotate_gpu_facts(gpu_facts_from_spec(fh.read().strip(), cat), cat)
 
@@ -74,9 +76,9 @@ def test_capacity_from_vllms_available_memory_matches_its_log(path):
 @pytest.mark.parametrize("path", LOGS, ids=[os.path.relpath(p, ROOT) for p in LOGS])
 def test_the_planners_own_memory_model_matches_vllm_end_to_end(path):
     boot = boot_of(path)
-    facts = hardware_for(path)
+    facts = hardware_for(path, boot)
     if not boot["complete"] or facts is None:
-        pytest.skip("no KV cache lines or no hardware.txt")
+        pytest.skip("no KV cache lines, or neither hardware.txt nor a GPU name the catalogue knows")
     r = B.replay(boot, profile_for(boot), facts)
     plan = r["plan"]
     assert plan["fits"], plan["reasons"]
@@ -98,3 +100,11 @@ def test_synthetic_configs_of_the_fixtures_are_the_profiles_architecture():
         keep = ("full_attention_layers", "linear_attention_layers", "num_kv_heads", "head_dim", "linear_attention",
                 "hidden_size", "vocab_size", "dtype")
         assert {k: arch[k] for k in keep} == {k: prof["arch"][k] for k in keep}, cfg
+
+
+def test_the_gpu_the_log_names_gives_the_same_hardware_as_hardware_txt():
+    path = os.path.join(ROOT, "tests", "fixtures", "gpu", "vllm-h200x1-0.22.0", "a_bf16_32768_planner_args.log")
+    boot = boot_of(path)
+    f = B.gpu_facts_for_boot(boot, load_catalogue())
+    assert f["gpu_count"] == 1 and f["gpus"][0]["catalogue"] == "H200"
+    assert f["gpus"][0]["memory_reserved_mib"] == hardware_for(path, boot)["gpus"][0]["memory_reserved_mib"]
