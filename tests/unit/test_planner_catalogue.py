@@ -110,5 +110,5 @@ def test_nvidia_smi_xml_reserve_reaches_the_plan():
     assert T.parse_smi_xml(xml)["gpus"][0]["memory_reserved_mib"] == 616
     g = {"memory_total_mib": 143771, "memory_reserved_mib": 616}
     assert P.cuda_total_bytes(g) == (143771 - 616) * P.MIB
-    # Without a reserve, 0.5% of the total (rounded up to whole MiB) is assumed.
-    assert P.cuda_total_bytes({"memory_total_mib": 100000}) == (100000 - 500) * P.MIB
+    # Without a reserve, 1% of the total (rounded up to whole MiB) is assumed.
+    assert P.cuda_total_bytes({"memory_total_mib": 100000}) == (100000 - 1000) * P.MIB
