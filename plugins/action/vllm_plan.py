@@ -24,7 +24,7 @@ COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 def _load_all(extra_dirs):
     profiles = load_profiles(os.path.join(COLLECTION_ROOT, "profiles"))
     for d in extra_dirs or []:
-        for pid, p in load_profiles(os.path.expanduser(d)).items():
+        for pid, p in load_profiles(os.path.expanduser(d), bases=profiles).items():
             profiles.setdefault(pid, p)
     return profiles
 

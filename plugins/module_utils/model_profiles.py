@@ -218,8 +218,9 @@ def merge_profile(base, child):
     return out
 
 
-def _resolve_extends(raw, where, seen=()):
-    """raw: {id: (data, path)}; returns the data of ``where`` with its ``extends`` chain merged in."""
+def _resolve_extends(raw, where, seen=(), bases=None):
+    """raw: {id: (data, path)}; returns the data of ``where`` with its ``extends`` chain merged in.  A parent not
+    in ``raw`` is looked up in ``bases`` (profiles loaded before, e.g. the collection's own)."""
     data, path = raw[where]
     parent = data.get("extends")
     if parent is None:
@@ -227,20 +228,25 @@ def _resolve_extends(raw, where, seen=()):
     if parent in seen or parent == where:
         raise ProfileError("%s: extends %s, which extends it back" % (path, parent))
     if parent not in raw:
-        raise ProfileError("%s: extends %r, which is not a profile in %s (known: %s)"
-                           % (path, parent, os.path.dirname(path), ", ".join(sorted(raw))))
-    base = _resolve_extends(raw, parent, seen + (where,))
+        if bases and parent in bases:
+            base = bases[parent]
+        else:
+            raise ProfileError("%s: extends %r, which is not a profile in %s (known: %s)"
+                               % (path, parent, os.path.dirname(path), ", ".join(sorted(set(raw) | set(bases or {})))))
+    else:
+        base = _resolve_extends(raw, parent, seen + (where,), bases)
     merged = merge_profile(base, {k: v for k, v in data.items() if k != "extends"})
     merged["extends"] = parent
     return merged
 
 
-def load_profiles(directory):
+def load_profiles(directory, bases=None):
     """Load every ``*.yml`` profile in ``directory``; returns {id: profile}.  File name must match the id.
 
     A profile may say ``extends: <another profile id in the same directory>``: it then holds only what differs
     from that profile (e.g. the FP8 checkpoint of a BF16 model: its weight sizes and quantization_config), and
-    everything else (architecture, serving features) is the other profile's, merged key by key."""
+    everything else (architecture, serving features) is the other profile's, merged key by key.  ``bases``
+    ({id: profile}, e.g. the collection's own) may be extended too."""
     import yaml  # controller-side only
 
     raw = {}
@@ -260,7 +266,7 @@ def load_profiles(directory):
         raw[data["id"]] = (data, path)
     profiles = {}
     for pid, (_, path) in raw.items():
-        p = validate_profile(_resolve_extends(raw, pid), where=path)
+        p = validate_profile(_resolve_extends(raw, pid, bases=bases), where=path)
         p["path"] = path
         profiles[pid] = p
     return profiles

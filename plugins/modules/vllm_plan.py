@@ -107,7 +107,9 @@ options:
     description: The vLLM version that will serve; the plan does not fit when it is older than the profile's minimum.
     type: str
   profiles_path:
-    description: Extra directories of profile files (searched after the collection's own profiles/).
+    description:
+      - Extra directories of profile files (searched after the collection's own profiles/). A profile there may
+        say C(extends) with a collection profile's id and hold only its differences (e.g. a local re-quantisation).
     type: list
     elements: path
     default: []

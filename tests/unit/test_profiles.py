@@ -224,3 +224,12 @@ def test_extends_must_name_a_profile_of_the_directory_and_not_loop(tmp_path):
     (tmp_path / "a--y.yml").write_text(yaml.safe_dump({"id": "a/y", "extends": "a/x"}))
     with pytest.raises(M.ProfileError, match="extends it back"):
         M.load_profiles(str(tmp_path))
+
+
+def test_a_users_profile_directory_may_extend_the_collections_profiles(tmp_path):
+    (tmp_path / "acme--qwen-fp8-local.yml").write_text(yaml.safe_dump(
+        {"id": "acme/qwen-fp8-local", "extends": "Qwen/Qwen3.5-35B-A3B-FP8", "weights_bytes": 37000000000}))
+    extra = M.load_profiles(str(tmp_path), bases=PROFILES)
+    p = extra["acme/qwen-fp8-local"]
+    assert p["weights_bytes"] == 37000000000 and p["arch"]["quant_method"] == "fp8"
+    assert p["serving"] == PROFILES["Qwen/Qwen3.5-35B-A3B"]["serving"]
