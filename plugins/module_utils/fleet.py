@@ -47,9 +47,10 @@ def _replica_address(member, index, replica):
     url_host = parse_url(urls[index])[0] if index < len(urls) else ""
     if bind in LOOPBACK:
         raise FleetError(
-            "%s: replica %s listens on loopback only (%s), so no balancer can reach it. Set "
-            "vllm_server_bind_address to the host's private address (e.g. \"{{ ansible_default_ipv4.address }}\") "
-            "and re-run playbooks/serve.yml." % (member["host"], replica.get("name"), bind))
+            "%s: replica %s listens on loopback only (%s), so no balancer can reach it. Set %s to the host's "
+            "private address (e.g. \"{{ ansible_default_ipv4.address }}\") and re-run playbooks/serve.yml."
+            % (member["host"], replica.get("name"), bind,
+               "vllm_server_edge_bind_address" if serving.get("edge") else "vllm_server_bind_address"))
     if bind and bind not in WILDCARD:
         return bind
     if bind is None and url_host and url_host not in LOOPBACK and url_host not in WILDCARD:
