@@ -12,6 +12,8 @@ one served test host):
                                                refused with the replica untouched; the bind failure diagnosed; one
                                                good re-run serving again from auto-restart, crash loop, failed,
                                                stopped and stale states)
+  tests/integration/test_security.py           every route without the key from the network (2xx outside the
+                                               allow-list), vLLM exiting 0, a request that crashes the engine
   tests/integration/test_secrets_audit.py      sentinel API key and hub token: hits outside the 0600 env file
   tests/integration/test_model_fetch_faults.py (the weights' own fault tests, counted here, not repeated):
                                                interrupted download, corrupted shard, disk too small
@@ -32,7 +34,7 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.environ.get("LLMFLEET_RELIABILITY_OUT", os.path.join(TOP, ".cache", "reliability"))
 SUITE = ["tests/integration/test_bad_inputs.py", "tests/integration/test_faults.py",
-         "tests/integration/test_secrets_audit.py"]
+         "tests/integration/test_security.py", "tests/integration/test_secrets_audit.py"]
 WEIGHTS_FAULTS = "tests/integration/test_model_fetch_faults.py"
 # Which weights test covers which fault of issue 9.
 WEIGHTS_MAP = [("interrupted download", "test_kill_mid_download_then_rerun_keeps_finished_files"),
@@ -114,7 +116,7 @@ def main():
     junit = os.path.join(OUT, "weights-faults.xml")
     if not args.collect:
         os.makedirs(OUT, exist_ok=True)
-        for name in ("bad_inputs.json", "faults.json", "secrets_audit.json", "convergence.json"):
+        for name in ("bad_inputs.json", "faults.json", "secrets_audit.json", "security.json", "convergence.json"):
             if os.path.exists(os.path.join(OUT, name)):
                 os.remove(os.path.join(OUT, name))
         pytest(SUITE[:1] if args.bad_inputs_only else SUITE, env)
@@ -128,6 +130,7 @@ def main():
     faults = load("faults.json") or {"faults": {}}
     audit = load("secrets_audit.json")
     convergence = load("convergence.json")
+    security = load("security.json") or {"checks": {}}
     def detail(r):
         if r.get("recovery_s") is not None:
             text = "healthy again after %ss (bound %ss)" % (r["recovery_s"], r["bound_s"])
@@ -144,6 +147,8 @@ def main():
     rows = [(name, r["survived"], detail(r)) for name, r in faults["faults"].items() if "changed" not in r]
     # Not a fault: the check after them (a re-converge finds every final path complete: changed=0).
     after = [(name, r["survived"], detail(r)) for name, r in faults["faults"].items() if "changed" in r]
+    rows += [(name.replace("_", " "), r["survived"], detail(r)) for name, r in security["checks"].items()
+             if "survived" in r]
     rows += weights_faults(junit)
     fleet = fleet_fault(args.fleet_report)
     if fleet:
@@ -179,6 +184,14 @@ def main():
             print("  %-8s %-58s %s" % ("ok" if c["ok"] else "FAILED", name, ", ".join(bits)))
     else:
         print("Convergence: not measured (the served-host tests did not run: make test-full / LLMFLEET_FULL=1)")
+    probe = security["checks"].get("route_probe")
+    if probe:
+        print("Unauthenticated 2xx outside the allow-list: %d (%d routes of /openapi.json, %d requests, reachable %s)"
+              % (len(probe["violations"]), probe["routes"], probe["requests"], ", ".join(probe["reachable_targets"])))
+        for v in probe["violations"]:
+            print("  OPEN  %s %s%s -> %s" % (v["method"], v["target"], v["path"], v["status"]))
+    else:
+        print("Unauthenticated 2xx: not measured (tests/integration/test_security.py did not run)")
     if audit:
         print("Secret hits: %d (places searched %d, containers %d, processes %d; env file %s %s holds %d of 2)"
               % (audit["secret_hits"], audit["places_searched"], audit["containers_inspected"],
@@ -191,7 +204,8 @@ def main():
     good = (bad["tried"] > 0 and bad["tried"] == bad["refused_cleanly"] and rows and survived == len(rows)
             and all(ok for _, ok, _ in after)
             and (convergence is None or convergence["tried"] == convergence["ok"])
-            and audit is not None and audit["secret_hits"] == 0)
+            and audit is not None and audit["secret_hits"] == 0
+            and probe is not None and not probe["violations"])
     return 0 if good else 1
 
 

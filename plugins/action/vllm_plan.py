@@ -10,6 +10,8 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu_catalogue import (
+    CatalogueError, annotate_gpu_facts, load_catalogue)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import (
     ProfileError, load_profiles, match_profile, normalize_config, profile_from_model_dir, read_model_dir)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.planner import PlanError, TABLE_HEADER, plan, table_row
@@ -22,7 +24,7 @@ COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 def _load_all(extra_dirs):
     profiles = load_profiles(os.path.join(COLLECTION_ROOT, "profiles"))
     for d in extra_dirs or []:
-        for pid, p in load_profiles(os.path.expanduser(d)).items():
+        for pid, p in load_profiles(os.path.expanduser(d), bases=profiles).items():
             profiles.setdefault(pid, p)
     return profiles
 
@@ -90,9 +92,13 @@ class ActionModule(ActionBase):
             elif args["gpu_facts_file"]:
                 facts = _load_facts_file(args["gpu_facts_file"])
             elif args["hardware"] is not None:
-                facts = gpu_facts_from_spec(args["hardware"])
+                facts = gpu_facts_from_spec(args["hardware"], load_catalogue())
                 if label is None and isinstance(args["hardware"], str):
                     label = args["hardware"]
+            if facts is not None:
+                # One place for each GPU fact: the catalogue adds what nvidia-smi's name implies (driver reserve,
+                # FP8 support) to real gpu_facts and described hardware alike.
+                facts = annotate_gpu_facts(facts, load_catalogue())
             if args["accelerator"] == "gpu" and facts is None:
                 raise PlanError("give gpu_facts (from llmfleet.vllm.gpu_facts), gpu_facts_file or hardware; "
                                 "or plan for the CPU engine with accelerator: cpu")
@@ -106,8 +112,8 @@ class ActionModule(ActionBase):
                      features=args["features"], tensor_parallel_size=args["tensor_parallel_size"],
                      enable_expert_parallel=args["enable_expert_parallel"], kv_cache_dtype=args["kv_cache_dtype"],
                      vllm_version=args["vllm_version"], max_num_batched_tokens=args["max_num_batched_tokens"],
-                     alternatives=list(profiles.values()))
-        except (PlanError, ProfileError, ValueError, OSError) as e:
+                     replicas=args["replicas"], alternatives=list(profiles.values()))
+        except (PlanError, ProfileError, CatalogueError, ValueError, OSError) as e:
             raise AnsibleActionFail("vllm_plan: %s" % e)
         if label is None:
             if args["accelerator"] == "cpu":

@@ -47,6 +47,11 @@ def fleet_address_port(address, port):
     return fleet.address_port(address, port)
 
 
+def llmfleet_address_scope(address):
+    """Who can reach a listening address: loopback, private, wildcard, public or name."""
+    return fleet.address_scope(address)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -56,4 +61,5 @@ class FilterModule(object):
             "fleet_server_name": fleet_server_name,
             "fleet_address_port": fleet_address_port,
             "fleet_server_name_for": fleet_server_name_for,
+            "address_scope": llmfleet_address_scope,
         }

@@ -36,8 +36,8 @@ def _proc_addr(hexaddr):
     return str(address.ipv4_mapped) if address.ipv4_mapped else address.compressed
 
 
-def listening_sockets(text):
-    """(address, port) of every socket in LISTEN state (st 0A) in /proc/net/tcp and /proc/net/tcp6 text."""
+def listening_entries(text):
+    """(address, port, inode) of every socket in LISTEN state (st 0A) in /proc/net/tcp and /proc/net/tcp6 text."""
     found = set()
     for line in str(text or "").splitlines():
         cols = line.split()
@@ -45,10 +45,24 @@ def listening_sockets(text):
             continue
         addr, _, port = cols[1].rpartition(":")
         try:
-            found.add((_proc_addr(addr), int(port, 16)))
+            found.add((_proc_addr(addr), int(port, 16), cols[9] if len(cols) > 9 else ""))
         except ValueError:
             continue
     return found
+
+
+def listening_sockets(text):
+    """(address, port) of every socket in LISTEN state (st 0A) in /proc/net/tcp and /proc/net/tcp6 text."""
+    return set((addr, port) for addr, port, _ in listening_entries(text))
+
+
+def unit_of_cgroup(text, units_prefixes=("llmfleet-edge.service", "llmfleet-vllm@")):
+    """The collection's systemd unit a process belongs to, from /proc/<pid>/cgroup text; None when not ours."""
+    for line in str(text or "").splitlines():
+        for part in line.rsplit(":", 1)[-1].split("/"):
+            if part.startswith(tuple(units_prefixes)):
+                return part
+    return None
 
 
 def listening_ports(text):
@@ -94,23 +108,31 @@ def published_ports(ports):
     return out
 
 
-def port_holder(port, replica_name, listening, ours, container_prefix="llmfleet-vllm-", bind_address="0.0.0.0"):
-    """Who holds port: None, 'self', the name of another of our containers, or 'other'.
+def port_holder(port, replica_name, listening, ours, container_prefix="llmfleet-vllm-", bind_address="0.0.0.0",
+                owners=None):
+    """Who holds port: None, 'self', the name of another of our containers or units, or 'other'.
 
-    listening: set of ports, or of (address, port) sockets, in LISTEN state on the host; ours: {container name: set
-    of published host ports} of this collection's running containers; bind_address: where the replica will bind
-    (a listener on another specific address does not stand in its way)."""
+    listening: set of ports, or of (address, port[, inode]) sockets, in LISTEN state on the host; ours: {container
+    name: set of published host ports} of this collection's running containers; bind_address: where the replica
+    will bind (a listener on another specific address does not stand in its way); owners: {inode: unit} for
+    listeners that belong to one of the collection's units (the edge), which are ours too."""
     port = int(port)
     for name, ports in sorted((ours or {}).items()):
         if port in ports:
             return "self" if name == container_prefix + str(replica_name) else name
+    holder = None
     for item in listening or set():
         if isinstance(item, tuple):
-            if item[1] == port and conflicts(bind_address, item[0]):
+            if item[1] != port or not conflicts(bind_address, item[0]):
+                continue
+            unit = (owners or {}).get(item[2]) if len(item) > 2 else None
+            if unit:
+                holder = holder or unit
+            else:
                 return "other"
         elif item == port:
             return "other"
-    return None
+    return holder
 
 
 def replica_verdict(unit, container, config_mtime, changed=False):

@@ -372,6 +372,28 @@ SIGNATURES = [
         "source": "kernel ENOSPC; df",
     },
     {
+        "id": "engine_kernel_compile_failed",
+        "confidence": 90,
+        "patterns": [r"InvalidCxxCompiler: No working C\+\+ compiler", r"No working C\+\+ compiler found",
+                     r"CppCompileError: C\+\+ compile error"],
+        "diagnosis": "A request made the engine compile a kernel at run time (torch inductor) and the image cannot "
+                     "(no C++ compiler or no Python headers): the engine died with that request.",
+        "fix": "Use an image with g++ and the Python headers, or keep such requests away from the replica: the edge "
+               "(vllm_server_edge) forwards only vllm_server_edge_path_prefixes. The unit restarts the replica "
+               "(Restart=always).",
+        "source": "torch/_inductor/cpp_builder.py cpp_compiler_search",
+    },
+    {
+        "id": "engine_died_on_request",
+        "confidence": 70,
+        "key": "request",
+        "patterns": [r"Dumping scheduler output for model execution: .*?req_id=(?P<request>[A-Za-z_-]+?)-[0-9a-f]{8,}"],
+        "diagnosis": "The engine died while it ran request {request}: that request (or its route) crashes the engine.",
+        "fix": "Find the request in the journal above (its route is the id's prefix), keep that route away from the "
+               "replica (vllm_server_edge_path_prefixes) and report it to vLLM; systemd restarts the replica.",
+        "source": "vllm/v1/engine/core.py fatal error dump (dump_input.py)",
+    },
+    {
         "id": "container_oom_killed",
         "confidence": 80,
         "patterns": [r"^\[llmfleet\] container (?P<container>\S+) was OOM-killed"],

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import csv
+import ipaddress
 import re
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -46,9 +47,10 @@ def _replica_address(member, index, replica):
     url_host = parse_url(urls[index])[0] if index < len(urls) else ""
     if bind in LOOPBACK:
         raise FleetError(
-            "%s: replica %s listens on loopback only (%s), so no balancer can reach it. Set "
-            "vllm_server_bind_address to the host's private address (e.g. \"{{ ansible_default_ipv4.address }}\") "
-            "and re-run playbooks/serve.yml." % (member["host"], replica.get("name"), bind))
+            "%s: replica %s listens on loopback only (%s), so no balancer can reach it. Set %s to the host's "
+            "private address (e.g. \"{{ ansible_default_ipv4.address }}\") and re-run playbooks/serve.yml."
+            % (member["host"], replica.get("name"), bind,
+               "vllm_server_edge_bind_address" if serving.get("edge") else "vllm_server_bind_address"))
     if bind and bind not in WILDCARD:
         return bind
     if bind is None and url_host and url_host not in LOOPBACK and url_host not in WILDCARD:
@@ -62,8 +64,37 @@ def _replica_address(member, index, replica):
     return address
 
 
+def address_scope(address):
+    """Who can reach a listening address: 'loopback', 'private', 'wildcard', 'public', or 'name' (a host name).
+
+    private covers RFC 1918, carrier-grade NAT, IPv6 unique-local and link-local: networks a site keeps to itself.
+    """
+    text = str(address or "").strip().strip("[]")
+    if text in WILDCARD or text == "*":
+        return "wildcard"
+    if text == "localhost":
+        return "loopback"
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return "name"
+    if ip.is_unspecified:
+        return "wildcard"
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_private or ip.is_link_local or ip in ipaddress.ip_network("100.64.0.0/10"):
+        return "private"
+    return "public"
+
+
 def _exposed(serving, index):
-    """True when the replica answers on every address of its host (clients can go around the balancer)."""
+    """True when the replica answers on every address of its host (clients can go around the balancer).
+
+    A replica behind its host's authenticating edge (serving.json "edge": true) is not exposed: what listens
+    on its port is the edge, which checks the key and lets only the API routes through.
+    """
+    if serving.get("edge"):
+        return False
     bind = serving.get("bind_address")
     if bind is not None:
         return bind in WILDCARD

@@ -17,6 +17,9 @@ A profile file (one per checkpoint variant, file name = id with '/' replaced by 
   serving:
     min_vllm_version: "0.17.0"
     features: {name: {default, args_on, args_off, requires, conflicts, note}}
+
+A variant of another profile may hold only its differences: ``extends: Qwen/Qwen3.5-35B-A3B`` (see
+load_profiles).
 """
 
 from __future__ import annotations
@@ -203,24 +206,69 @@ def validate_profile(p, where="profile"):
     return out
 
 
-def load_profiles(directory):
-    """Load every ``*.yml`` profile in ``directory``; returns {id: profile}.  File name must match the id."""
+def merge_profile(base, child):
+    """``child`` over ``base``: mappings merge key by key (recursively), anything else is replaced; the base's
+    id and path are not inherited."""
+    out = {k: v for k, v in base.items() if k not in ("id", "path", "extends", "arch")}
+    for k, v in child.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge_profile(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _resolve_extends(raw, where, seen=(), bases=None):
+    """raw: {id: (data, path)}; returns the data of ``where`` with its ``extends`` chain merged in.  A parent not
+    in ``raw`` is looked up in ``bases`` (profiles loaded before, e.g. the collection's own)."""
+    data, path = raw[where]
+    parent = data.get("extends")
+    if parent is None:
+        return data
+    if parent in seen or parent == where:
+        raise ProfileError("%s: extends %s, which extends it back" % (path, parent))
+    if parent not in raw:
+        if bases and parent in bases:
+            base = bases[parent]
+        else:
+            raise ProfileError("%s: extends %r, which is not a profile in %s (known: %s)"
+                               % (path, parent, os.path.dirname(path), ", ".join(sorted(set(raw) | set(bases or {})))))
+    else:
+        base = _resolve_extends(raw, parent, seen + (where,), bases)
+    merged = merge_profile(base, {k: v for k, v in data.items() if k != "extends"})
+    merged["extends"] = parent
+    return merged
+
+
+def load_profiles(directory, bases=None):
+    """Load every ``*.yml`` profile in ``directory``; returns {id: profile}.  File name must match the id.
+
+    A profile may say ``extends: <another profile id in the same directory>``: it then holds only what differs
+    from that profile (e.g. the FP8 checkpoint of a BF16 model: its weight sizes and quantization_config), and
+    everything else (architecture, serving features) is the other profile's, merged key by key.  ``bases``
+    ({id: profile}, e.g. the collection's own) may be extended too."""
     import yaml  # controller-side only
 
-    profiles = {}
+    raw = {}
     for name in sorted(os.listdir(directory)):
         if not name.endswith((".yml", ".yaml")):
             continue
         path = os.path.join(directory, name)
         with open(path) as fh:
             data = yaml.safe_load(fh)
-        p = validate_profile(data, where=path)
-        if profile_filename(p["id"]) != name:
-            raise ProfileError("%s: file name must be %s (the id with '/' as '--')" % (path, profile_filename(p["id"])))
-        if p["id"] in profiles:
-            raise ProfileError("%s: duplicate profile id %s" % (path, p["id"]))
+        if not isinstance(data, dict) or "id" not in data:
+            raise ProfileError("%s: a profile is a mapping with an id" % path)
+        if profile_filename(data["id"]) != name:
+            raise ProfileError("%s: file name must be %s (the id with '/' as '--')"
+                               % (path, profile_filename(data["id"])))
+        if data["id"] in raw:
+            raise ProfileError("%s: duplicate profile id %s" % (path, data["id"]))
+        raw[data["id"]] = (data, path)
+    profiles = {}
+    for pid, (_, path) in raw.items():
+        p = validate_profile(_resolve_extends(raw, pid, bases=bases), where=path)
         p["path"] = path
-        profiles[p["id"]] = p
+        profiles[pid] = p
     return profiles
 
 

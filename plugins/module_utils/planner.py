@@ -5,25 +5,39 @@
 
 Pure functions, no I/O.  Inputs are ``gpu_facts`` (topology.py) and a profile (model_profiles.py).
 
-Memory model, per GPU of a tensor-parallel (TP) group of size t (all numbers in bytes):
+The capacity is vLLM's own arithmetic (vLLM 0.22.0, measured on an H200; the same formulas in 0.28.0, the
+release the collection's image pins; docs/PLANNER.md names the source files), so every number can be read
+beside vLLM's boot log line by line:
 
-  budget      = memory_total x gpu_memory_utilization                (vLLM's own budget rule)
-  weights     = (checkpoint - vision tower if text-only - MTP head if MTP is off) / t
-  overhead    = OVERHEAD_BASE (CUDA graphs, cuBLAS workspace, allocator slack)
-                + OVERHEAD_TP if t > 1 (NCCL buffers)
-                + activations: max_num_batched_tokens x hidden_size x 2 bytes x ACTIVATION_FACTOR / t
-                + sampler: max_num_seqs x vocab_size x SAMPLER_BYTES (fp32 logits and probabilities)
-  available   = budget - weights - overhead
-  KV / token  = 2 (K and V) x full-attention layers x KV heads on this GPU x head_dim x dtype bytes
-                (KV heads on a GPU = KV heads / t, at least 1: vLLM replicates KV heads when t > KV heads;
-                 linear-attention layers hold no per-token KV)
-  state / seq = per linear-attention (Gated DeltaNet) layer: conv state (2 x key_dim + value_dim) x
-                (kernel - 1) x dtype bytes + SSM state value_heads x key_head_dim x value_head_dim x ssm bytes,
-                divided by t (heads are sharded).  One state slot per running sequence, independent of length.
-  kv_tokens   = (available - max_num_seqs x state) / KV per token, rounded down to whole 16-token blocks.
+Memory profile, per GPU of a tensor-parallel (TP) group of t GPUs (vLLM's ``determine_available_memory``):
 
-The overhead terms are deliberately conservative estimates (vLLM measures the real peak at start-up); they
-make the plan err on the side of "does not fit" rather than an out-of-memory at start.
+  requested   = CUDA total memory x gpu_memory_utilization   (CUDA total = nvidia-smi total - driver reserve)
+  available   = requested - weights / t - non-torch memory - activation peak - CUDA-graph estimate
+                ("Available KV cache memory" in the log)
+  non-torch   = NON_TORCH_BYTES (+ NON_TORCH_TP_BYTES when t > 1: NCCL and custom all-reduce buffers)
+  activation  = max_num_batched_tokens x hidden x 2 B x ACTIVATION_FACTOR
+                + max_num_seqs x vocab x SAMPLER_BYTES (the profiling run's dummy sampler over max_num_seqs rows)
+  CUDA graphs = CUDAGRAPH_BYTES (0 with enforce-eager)
+
+KV cache pool (vLLM's ``_align_hybrid_block_size``, ``_get_kv_cache_groups_uniform_page_size``,
+``get_kv_cache_config_from_groups``, ``get_max_concurrency_for_kv_cache_config``):
+
+  page/token  = 2 (K, V) x KV heads on this GPU (KV heads / t, at least 1) x head_dim x KV dtype bytes
+  state page  = per linear-attention (Gated DeltaNet) layer: conv (2 key_dim + value_dim) / t x
+                (kernel - 1 + speculative tokens) x dtype + SSM value_heads / t x key_dim x value_dim x ssm dtype
+  block size  = 16 for plain attention; hybrid: the smallest multiple of 16 tokens whose attention page is
+                >= the state page; the state page is padded to equal the attention page
+  groups      = layers of one kind split into groups of equal size (group size = the smaller layer count,
+                or the larger one when it is < 1.5 x the smaller); every group shares one pool of blocks
+  num_blocks  = available // page // group size
+  per request = ceil(max_model_len / block) per attention group + per state group 1 block (prefix caching off,
+                mamba cache mode 'none') or 2 (on: mode 'align'), + the speculative tokens
+  concurrency = num_blocks / per request          ("Maximum concurrency for L tokens per request: X")
+  KV tokens   = int(concurrency x max_model_len)  ("GPU KV cache size: N tokens")
+
+Nothing is reserved for linear-attention state up front: a running sequence takes its state blocks from the
+same pool.  max_num_seqs may not exceed num_blocks when a hybrid model captures full CUDA graphs (vLLM refuses
+to start otherwise).
 """
 
 from __future__ import annotations
@@ -36,19 +50,38 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import (
 
 MIB = 1024 ** 2
 GIB = 1024 ** 3
-OVERHEAD_BASE = int(1.5 * GIB)
-OVERHEAD_TP = int(0.5 * GIB)
-# max_num_batched_tokens the plan sets (and the activation term assumes): vLLM's OpenAI-server defaults,
+# The memory-profile terms, measured with vLLM 0.22.0 on 1 x H200 (tests/fixtures/vllm-h200, the PROBE lines):
+# non-torch 252-256 MiB at TP1; activation peak 1,627,212,800 B at 8192 batched tokens / 256 sequences (BF16
+# and FP8 alike) and 4,874,938,368 B at 16384 / 1024 (eager): the two terms below reproduce both within 2%;
+# CUDA-graph estimate 0.57 GiB (BF16) / 0.70 GiB (FP8).  The TP>1 term is not measured: a conservative guess.
+NON_TORCH_BYTES = 256 * MIB
+NON_TORCH_TP_BYTES = 512 * MIB
+ACTIVATION_FACTOR = 26
+SAMPLER_BYTES = 12
+CUDAGRAPH_BYTES = int(0.7 * GIB)
+# nvidia-smi's memory.total includes what the driver reserves: CUDA sees total - reserved.  The H200 capture
+# (tests/fixtures/gpu/device-h200x1-2026-11-30, nvidia-smi -q: total 143771 MiB, reserved 616 MiB; torch
+# total_memory 139.8 GiB in the vLLM log) is the one measured here; the catalogue carries published ones (0.4% to
+# 1.4% of the total: RTX 4090 355 of 24564 MiB).  GPUs without a number assume this fraction, rounded up.
+DEFAULT_RESERVED_FRACTION = 0.01
+# max_num_batched_tokens the plan sets (the activation term assumes it): vLLM's OpenAI-server defaults,
 # 8192 on GPUs with 70 GiB or more, 2048 on smaller ones.  Set explicitly so the estimate holds.
 BATCHED_TOKENS_LARGE = 8192
 BATCHED_TOKENS_SMALL = 2048
-ACTIVATION_FACTOR = 24
-SAMPLER_BYTES = 8
-BLOCK_TOKENS = 16
+# vLLM's attention kernels take blocks in multiples of 16 tokens (FlashAttention MultipleOf(16); with fp32
+# mamba state [16, 32, 64], of which the smallest is taken); CacheConfig.DEFAULT_BLOCK_SIZE is 16.
+KERNEL_BLOCK_ALIGNMENT = 16
+DEFAULT_BLOCK_SIZE = 16
+GROUP_SIZE_SLACK = 1.5
+BLOCK_TOKENS = DEFAULT_BLOCK_SIZE
 DEFAULT_MAX_NUM_SEQS = {"throughput": 256, "latency": 64}
-STATE_SHARE_MAX = 0.5  # linear-attention states may take at most half of the free memory by default
 DEFAULT_UTILIZATION = 0.9
 TP_SIZES = (1, 2, 4, 8, 16)
+# Layout scoring (objective throughput): full-context sequences served, discounted for the all-reduce traffic
+# of a TP group, per doubling of the TP size.  An assumption, not a measurement: NVLink TP costs some of each
+# decode step; a TP group over PCIe costs a lot (a 2-GPU PCIe TP deployment of this MoE was measured slower
+# than one GPU: the seed's benchmark).
+TP_EFFICIENCY = {"nvlink": 0.8, "pcie": 0.5}
 
 TABLE_HEADER = ("| hardware | model | fits | layout | KV cache (tokens/replica) | max concurrency @ context "
                 "| max_num_seqs |\n|---|---|---|---|---|---|---|")
@@ -62,23 +95,88 @@ def gib(n):
     return "%.1f GiB" % (n / GIB)
 
 
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def kv_heads_per_gpu(arch, tp=1):
+    """vLLM's ModelConfig.get_num_kv_heads: KV heads / TP, at least 1 (replicated past the KV head count)."""
+    return max(1, arch["num_kv_heads"] // tp)
+
+
 def kv_bytes_per_token(arch, dtype_bytes=None, tp=1, extra_layers=0):
     """KV cache bytes one token occupies on one GPU of a TP group of size ``tp`` (tp=1: the whole model)."""
-    heads = arch["num_kv_heads"] if tp == 1 else max(1, arch["num_kv_heads"] // tp)
     b = dtype_bytes or arch["dtype_bytes"]
-    return 2 * (arch["full_attention_layers"] + extra_layers) * heads * arch["head_dim"] * b
+    return 2 * (arch["full_attention_layers"] + extra_layers) * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * b
 
 
-def state_bytes_per_sequence(arch, tp=1):
-    """Linear-attention (Gated DeltaNet / Mamba-style) state of one sequence on one GPU (0 for plain attention)."""
+def state_page_bytes(arch, tp=1, num_speculative_tokens=0):
+    """One linear-attention layer's state (conv + SSM) for one sequence on one GPU: vLLM's MambaSpec page
+    (gated_delta_net_state_shape: the conv state keeps kernel - 1 + speculative tokens columns)."""
     lin = arch.get("linear_attention")
     if not lin or not arch["linear_attention_layers"]:
         return 0
     key_dim = lin["num_key_heads"] * lin["key_head_dim"]
     value_dim = lin["num_value_heads"] * lin["value_head_dim"]
-    conv = (2 * key_dim + value_dim) * (lin["conv_kernel"] - 1) * arch["dtype_bytes"]
-    ssm = lin["num_value_heads"] * lin["key_head_dim"] * lin["value_head_dim"] * DTYPE_BYTES[lin["ssm_dtype"]]
-    return arch["linear_attention_layers"] * (conv + ssm) // tp
+    conv = (2 * key_dim + value_dim) // tp * (lin["conv_kernel"] - 1 + num_speculative_tokens) * arch["dtype_bytes"]
+    ssm = lin["num_value_heads"] // tp * lin["key_head_dim"] * lin["value_head_dim"] * DTYPE_BYTES[lin["ssm_dtype"]]
+    return conv + ssm
+
+
+def state_bytes_per_sequence(arch, tp=1):
+    """Linear-attention (Gated DeltaNet / Mamba-style) state of one sequence on one GPU, all layers, unpadded
+    (0 for plain attention)."""
+    if not arch.get("linear_attention") or not arch["linear_attention_layers"]:
+        return 0
+    return arch["linear_attention_layers"] * state_page_bytes(arch, tp)
+
+
+def kv_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, num_speculative_tokens=0, prefix_caching=False):
+    """vLLM's KV cache layout for one GPU of a TP group: block size, page, layer groups and the blocks a
+    request takes.  ``mtp_layers``: extra full-attention layers of an MTP drafter (when MTP is on)."""
+    kvb = kv_dtype_bytes or arch["dtype_bytes"]
+    attn_layers = arch["full_attention_layers"] + mtp_layers
+    state_layers = arch["linear_attention_layers"] if arch.get("linear_attention") else 0
+    page_1 = 2 * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * kvb
+    out = dict(attention_page_bytes_per_token=page_1, attention_layers=attn_layers, state_layers=state_layers,
+               num_speculative_tokens=num_speculative_tokens, mamba_cache_mode=None, state_page_bytes=0,
+               state_padding_pct=0.0)
+    if not state_layers:
+        block = DEFAULT_BLOCK_SIZE
+        out.update(block_size=block, page_bytes=block * page_1, group_size=attn_layers,
+                   attention_groups=1, state_groups=0, state_blocks_per_request=0, padding_layers=0)
+        return out
+    raw = state_page_bytes(arch, tp, num_speculative_tokens)
+    align = max(KERNEL_BLOCK_ALIGNMENT, DEFAULT_BLOCK_SIZE)
+    block = max(DEFAULT_BLOCK_SIZE, align * cdiv(raw, align * page_1))
+    page = block * page_1
+    lo, hi = min(attn_layers, state_layers), max(attn_layers, state_layers)
+    group = hi if hi < lo * GROUP_SIZE_SLACK else lo
+    a_groups, s_groups = cdiv(attn_layers, group), cdiv(state_layers, group)
+    mode = "align" if prefix_caching else "none"
+    out.update(block_size=block, page_bytes=page, group_size=group, attention_groups=a_groups,
+               state_groups=s_groups, mamba_cache_mode=mode, state_page_bytes=raw,
+               state_padding_pct=100.0 * (page - raw) / raw,
+               state_blocks_per_request=(2 if mode == "align" else 1) + num_speculative_tokens,
+               padding_layers=a_groups * group - attn_layers + s_groups * group - state_layers)
+    return out
+
+
+def blocks_per_request(layout, max_model_len):
+    """Blocks one request of max_model_len tokens takes from the shared pool (all groups together)."""
+    return (layout["attention_groups"] * cdiv(max_model_len, layout["block_size"])
+            + layout["state_groups"] * layout["state_blocks_per_request"])
+
+
+def capacity(layout, available_bytes, max_model_len):
+    """What ``available_bytes`` of KV cache memory on each GPU holds: vLLM's num_blocks, its "Maximum
+    concurrency" (float) and its "GPU KV cache size" (tokens), and how many short sequences fit at once."""
+    num_blocks = max(0, int(available_bytes) // layout["page_bytes"] // layout["group_size"])
+    per_req = blocks_per_request(layout, max_model_len)
+    conc = num_blocks / per_req
+    smallest = layout["attention_groups"] + layout["state_groups"] * layout["state_blocks_per_request"]
+    return dict(num_blocks=num_blocks, blocks_per_request=per_req, max_concurrency=conc,
+                kv_tokens=int(conc * max_model_len), short_sequence_capacity=num_blocks // smallest)
 
 
 def tp_allowed(arch, t):
@@ -100,11 +198,26 @@ def default_batched_tokens(memory_bytes):
     return BATCHED_TOKENS_LARGE if memory_bytes >= 70 * GIB else BATCHED_TOKENS_SMALL
 
 
-def overhead_bytes(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE):
-    """Conservative non-weight, non-KV memory on one GPU (see the module docstring)."""
-    act = batched_tokens * arch["hidden_size"] * 2 * ACTIVATION_FACTOR // tp
-    sampler = max_num_seqs * arch["vocab_size"] * SAMPLER_BYTES
-    return OVERHEAD_BASE + (OVERHEAD_TP if tp > 1 else 0) + act + sampler
+def overhead_bytes(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False):
+    """vLLM's non-weight, non-KV memory on one GPU: non-torch + activation peak + CUDA-graph estimate."""
+    return sum(overhead_terms(arch, tp, max_num_seqs, batched_tokens, enforce_eager).values())
+
+
+def overhead_terms(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False):
+    return dict(
+        non_torch=NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0),
+        activation=batched_tokens * arch["hidden_size"] * 2 * ACTIVATION_FACTOR
+        + max_num_seqs * arch["vocab_size"] * SAMPLER_BYTES,
+        cudagraph=0 if enforce_eager else CUDAGRAPH_BYTES)
+
+
+def cuda_total_bytes(gpu):
+    """Memory CUDA can use on a GPU of gpu_facts: nvidia-smi's total less the driver's reserve."""
+    total = int(gpu["memory_total_mib"]) * MIB
+    reserved = gpu.get("memory_reserved_mib")
+    if reserved is None:
+        return total - int(math.ceil(total * DEFAULT_RESERVED_FRACTION / MIB)) * MIB
+    return total - int(reserved) * MIB
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -203,7 +316,6 @@ def _pack_pcie(gpus, links, usable, t):
         groups.append(sorted(g))
     return groups
 
-
 def _worst_link(group, links):
     if len(group) < 2:
         return None
@@ -211,63 +323,82 @@ def _worst_link(group, links):
     return min(pairs, key=link_rank)
 
 
-def _memory_for(arch, profile, group, gpus, t, util, max_model_len, max_num_seqs, objective, mtp_on,
-                text_only, kv_dtype_bytes, batched_tokens=None):
-    """Evaluate one TP group.  Returns a dict with fits, kv_tokens, chosen max_num_seqs, and the terms."""
-    mem = min(gpus[i]["memory_total_mib"] for i in group) * MIB
-    budget = int(mem * util)
+def _weights_loaded(profile, text_only, mtp_on):
     w = profile["weights_bytes"]
     if text_only:
         w -= profile.get("vision_weights_bytes", 0)
     if not mtp_on:
         w -= profile.get("mtp_weights_bytes", 0)
+    return w
+
+
+def _memory_for(arch, profile, group, gpus, t, util, max_model_len, max_num_seqs, objective, opts, layout,
+                batched_tokens=None):
+    """Evaluate one TP group: vLLM's memory profile, then the KV pool.  Returns the eval dict."""
+    mem_total = min(int(gpus[i]["memory_total_mib"]) * MIB for i in group)
+    cuda_total = min(cuda_total_bytes(gpus[i]) for i in group)
+    requested = int(cuda_total * util)
+    w = _weights_loaded(profile, opts["text_only"], opts["mtp_on"])
     w_rank = int(math.ceil(w / t))
-    seq_cap_default = max_num_seqs or DEFAULT_MAX_NUM_SEQS[objective]
-    batched = batched_tokens or default_batched_tokens(mem)
-    over = overhead_bytes(arch, t, seq_cap_default, batched)
-    avail = budget - w_rank - over
-    extra = arch["mtp_layers"] if mtp_on else 0
-    kv_rank = kv_bytes_per_token(arch, kv_dtype_bytes, tp=t, extra_layers=extra)
-    st_rank = state_bytes_per_sequence(arch, tp=t)
-    return _kv_from_available(avail, kv_rank, st_rank, max_model_len, max_num_seqs, objective, dict(
-        memory_bytes=mem, budget_bytes=budget, weights_bytes=w, weights_bytes_per_gpu=w_rank,
-        overhead_bytes_per_gpu=over, max_num_batched_tokens=batched))
+    batched = batched_tokens or default_batched_tokens(mem_total)
+    problem = None
+    if layout["mamba_cache_mode"] == "align" and layout["block_size"] > batched:
+        if batched_tokens:
+            problem = ("with prefix caching (mamba cache mode 'align') vLLM needs max_num_batched_tokens >= the "
+                       "%d-token block; %d was given" % (layout["block_size"], batched))
+        else:
+            batched = layout["block_size"]
+    seqs_for_profile = max_num_seqs or DEFAULT_MAX_NUM_SEQS[objective]
+    terms = overhead_terms(arch, t, seqs_for_profile, batched, opts["enforce_eager"])
+    over = sum(terms.values())
+    avail = requested - w_rank - over
+    r = _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, dict(
+        memory_bytes=mem_total, cuda_total_bytes=cuda_total, budget_bytes=requested, weights_bytes=w,
+        weights_bytes_per_gpu=w_rank, overhead_bytes_per_gpu=over, overhead_terms=terms,
+        max_num_batched_tokens=batched))
+    if problem and not r["problem"]:
+        r["problem"], r["fits"] = problem, False
+    return r
 
 
-def _kv_from_available(avail, kv_rank, st_rank, max_model_len, max_num_seqs, objective, terms):
+def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms):
+    """The KV pool that ``avail`` bytes per GPU hold, the max_num_seqs that goes with it, and whether it fits."""
     r = dict(terms)
-    r.update(available_bytes_per_gpu=avail, kv_bytes_per_token_per_gpu=kv_rank, state_bytes_per_gpu=st_rank,
-             fits=False, kv_tokens=0, max_num_seqs=max_num_seqs or 0, problem=None)
+    r.update(available_bytes_per_gpu=avail, layout=layout, fits=False, kv_tokens=0, max_concurrency=0.0,
+             num_blocks=0, max_num_seqs=max_num_seqs or 0, problem=None, seq_warning=None)
     if avail <= 0:
         r["problem"] = "weights and overhead exceed the memory budget"
         return r
-    if st_rank:
-        cap_state = (avail - max_model_len * kv_rank) // st_rank
-        if max_num_seqs:
-            seqs = max_num_seqs
-            if seqs > cap_state:
-                r["problem"] = ("the linear-attention state of %d sequences plus one %d-token sequence does not fit"
-                                % (seqs, max_model_len))
-                r["state_slots"] = max(0, cap_state)
-                return r
-        else:
-            cap_half = int(avail * STATE_SHARE_MAX) // st_rank
-            seqs = min(DEFAULT_MAX_NUM_SEQS[objective], cap_state, cap_half)
-            if seqs >= 16:
-                seqs -= seqs % 8
-            if seqs < 1:
-                r["problem"] = "no room for one sequence's state beside one %d-token sequence" % max_model_len
-                return r
-        r["state_slots"] = cap_state
+    c = capacity(layout, avail, max_model_len)
+    r.update(num_blocks=c["num_blocks"], kv_tokens=c["kv_tokens"], max_concurrency=c["max_concurrency"],
+             blocks_per_request=c["blocks_per_request"], short_sequence_capacity=c["short_sequence_capacity"])
+    hybrid = layout["state_groups"] > 0
+    if max_num_seqs:
+        seqs = max_num_seqs
+        if hybrid and seqs > c["num_blocks"]:
+            r["problem"] = ("max_num_seqs %d exceeds the %d blocks of the KV cache pool: every decoding sequence "
+                            "needs a linear-attention state block, and vLLM refuses to capture CUDA graphs (it "
+                            "does not start)" % (seqs, c["num_blocks"]))
+            return r
+        if hybrid and seqs > c["short_sequence_capacity"]:
+            r["seq_warning"] = ("max_num_seqs %d is more than the %d sequences whose state blocks fit at once "
+                                "(%d blocks per sequence); the rest wait or are preempted"
+                                % (seqs, c["short_sequence_capacity"],
+                                   layout["attention_groups"] + layout["state_groups"]
+                                   * layout["state_blocks_per_request"]))
     else:
-        seqs = max_num_seqs or DEFAULT_MAX_NUM_SEQS[objective]
-        r["state_slots"] = None
-    tokens = (avail - seqs * st_rank) // kv_rank
-    tokens -= tokens % BLOCK_TOKENS
+        seqs = min(DEFAULT_MAX_NUM_SEQS[objective], c["short_sequence_capacity"] if hybrid else
+                   DEFAULT_MAX_NUM_SEQS[objective])
+        if seqs >= 16:
+            seqs -= seqs % 8
     r["max_num_seqs"] = seqs
-    r["kv_tokens"] = max(0, tokens)
-    if tokens < max_model_len:
-        r["problem"] = "the KV cache holds %d tokens, less than one %d-token sequence" % (max(0, tokens), max_model_len)
+    if seqs < 1:
+        r["problem"] = "the KV cache pool holds no sequence's state"
+        return r
+    if c["num_blocks"] < c["blocks_per_request"]:
+        r["problem"] = ("the KV cache holds %d blocks of %d tokens, less than the %d blocks one %d-token "
+                        "sequence takes" % (c["num_blocks"], layout["block_size"], c["blocks_per_request"],
+                                            max_model_len))
         return r
     r["fits"] = True
     return r
@@ -279,10 +410,35 @@ def _check_version(have, need):
     return t(have) >= t(need)
 
 
+def _speculative_tokens(profile, enabled):
+    """num_speculative_tokens of the speculative-config an enabled feature renders (0 when none)."""
+    for name, f in (profile["serving"].get("features") or {}).items():
+        if enabled.get(name):
+            sc = (f.get("args_on") or {}).get("speculative-config")
+            if isinstance(sc, dict):
+                return int(sc.get("num_speculative_tokens", 1))
+    return 0
+
+
+def _prefix_caching_on(profile, enabled):
+    for name, f in (profile["serving"].get("features") or {}).items():
+        part = f.get("args_on") if enabled.get(name) else f.get("args_off")
+        if "enable-prefix-caching" in (part or {}):
+            return bool(part["enable-prefix-caching"])
+    return False
+
+
+def _eager(profile, enabled):
+    for name, f in (profile["serving"].get("features") or {}).items():
+        if enabled.get(name) and (f.get("args_on") or {}).get("enforce-eager"):
+            return True
+    return False
+
+
 def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num_seqs=None,
          gpu_memory_utilization=None, accelerator="gpu", kv_cache_memory_bytes=None, features=None,
          tensor_parallel_size=None, enable_expert_parallel=None, kv_cache_dtype="auto", vllm_version=None,
-         max_num_batched_tokens=None, alternatives=None, _suggest=True):
+         max_num_batched_tokens=None, alternatives=None, replicas=None, _suggest=True):
     """Plan a vLLM deployment.  See the module docstring for the memory model; returns the ``plan`` dict."""
     if objective not in OBJECTIVES:
         raise PlanError("objective must be one of %s, got %r" % (", ".join(OBJECTIVES), objective))
@@ -294,6 +450,8 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
         raise PlanError("max_model_len must be a positive number of tokens")
     if max_num_seqs is not None and int(max_num_seqs) < 1:
         raise PlanError("max_num_seqs must be at least 1")
+    if replicas is not None and int(replicas) < 1:
+        raise PlanError("replicas must be at least 1")
     if kv_cache_dtype not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"):
         raise PlanError("kv_cache_dtype must be auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16 or float16")
     kv_dtype_bytes = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
@@ -310,9 +468,6 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
                             kv_full, kv_full / 1024.0,
                             "; the %d linear-attention layers keep no per-token KV" % arch["linear_attention_layers"]
                             if hybrid else ""))
-    if hybrid:
-        reasons.append("Linear-attention state: %.1f MiB per running sequence whatever its length; it caps "
-                       "max_num_seqs." % (state_full / MIB))
     if max_model_len > arch["max_position_embeddings"]:
         raise PlanError("max_model_len %d exceeds the model's context of %d tokens (max_position_embeddings); "
                         "use at most %d" % (max_model_len, arch["max_position_embeddings"],
@@ -333,19 +488,17 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
             reasons.append("vLLM %s is older than %s, the first release that serves %s: pin a newer image."
                            % (vllm_version, base["min_vllm_version"], profile["id"]))
 
-    # Features that change memory (MTP, text-only) are settled first; expert-parallel-dependent ones later.
-    pre, _ = resolve_features(profile, objective, features,
-                              {"expert_parallel": True, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
-    mtp_on = pre.get("mtp", False)
-    text_only = pre.get("text_only", False)
+    # Features that change memory or the KV layout (MTP, text-only, prefix caching, eager) are settled first;
+    # expert-parallel-dependent ones later.
+    opts = _layout_options(profile, objective, features, kv_dtype_bytes)
 
     if accelerator == "cpu":
         result = _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_cache_memory_bytes,
-                           kv_dtype_bytes, mtp_on, features, hybrid, reasons, base)
+                           opts, features, hybrid, reasons, base)
     elif accelerator == "gpu":
         result = _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_facts, features,
-                           tensor_parallel_size, enable_expert_parallel, kv_dtype_bytes, kv_cache_dtype, mtp_on,
-                           text_only, hybrid, reasons, base, max_num_batched_tokens)
+                           tensor_parallel_size, enable_expert_parallel, kv_cache_dtype, opts, hybrid, reasons,
+                           base, max_num_batched_tokens, replicas)
     else:
         raise PlanError("accelerator must be gpu or cpu, got %r" % accelerator)
     if vllm_version is not None and not base["vllm_version_ok"]:
@@ -357,13 +510,53 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
             gpu_memory_utilization=util, accelerator=accelerator, kv_cache_memory_bytes=kv_cache_memory_bytes,
             features=features, tensor_parallel_size=tensor_parallel_size,
             enable_expert_parallel=enable_expert_parallel, kv_cache_dtype=kv_cache_dtype,
-            vllm_version=vllm_version, max_num_batched_tokens=max_num_batched_tokens), result, alternatives or [])
+            vllm_version=vllm_version, max_num_batched_tokens=max_num_batched_tokens, replicas=replicas),
+            result, alternatives or [])
     result["summary"] = _summary(result)
     return result
 
 
-def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, kv_dtype_bytes, mtp_on,
-              features, hybrid, reasons, base):
+def _layout_options(profile, objective, features, kv_dtype_bytes):
+    """The feature-dependent inputs of the memory model and the KV layout (MTP, text-only, eager, prefix
+    caching), settled before expert parallelism is known."""
+    arch = profile["arch"]
+    pre, _ = resolve_features(profile, objective, features,
+                              {"expert_parallel": True, "hybrid": arch["linear_attention_layers"] > 0,
+                               "mtp_layers": arch["mtp_layers"]})
+    mtp_on = pre.get("mtp", False)
+    return dict(mtp_on=mtp_on, text_only=pre.get("text_only", False), enforce_eager=_eager(profile, pre),
+                prefix_caching=_prefix_caching_on(profile, pre),
+                num_speculative_tokens=_speculative_tokens(profile, pre) if mtp_on else 0,
+                mtp_layers=arch["mtp_layers"] if mtp_on else 0, kv_dtype_bytes=kv_dtype_bytes)
+
+
+def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="auto", objective="throughput"):
+    """The KV layout (kv_layout) of a profile served with these settings, without any memory model: what the
+    boot-log replay needs to turn vLLM's logged available memory into blocks and concurrency."""
+    arch = profile["arch"]
+    kvb = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
+    o = _layout_options(profile, objective, features, kvb)
+    return kv_layout(arch, tensor_parallel_size, kvb, o["mtp_layers"], o["num_speculative_tokens"],
+                     o["prefix_caching"])
+
+
+def _layout_reason(layout, t):
+    if not layout["state_groups"]:
+        return None
+    return ("KV cache layout (vLLM's hybrid arithmetic, per GPU of TP%d): one Gated DeltaNet state page is %d "
+            "bytes per layer, so the attention block is raised to %d tokens (%d bytes per layer, the state page "
+            "padded %.2f%% to equal it); the %d attention + %d linear-attention layers form %d + %d groups of %d "
+            "sharing one block pool; a request takes ceil(max_model_len / %d) attention blocks plus %d state "
+            "block%s per linear-attention group (mamba cache mode '%s'); nothing is reserved up front."
+            % (t, layout["state_page_bytes"], layout["block_size"], layout["page_bytes"],
+               layout["state_padding_pct"], layout["attention_layers"], layout["state_layers"],
+               layout["attention_groups"], layout["state_groups"], layout["group_size"], layout["block_size"],
+               layout["state_blocks_per_request"], "s" if layout["state_blocks_per_request"] > 1 else "",
+               layout["mamba_cache_mode"]))
+
+
+def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, opts, features, hybrid, reasons,
+              base):
     if not kv_budget or int(kv_budget) <= 0:
         raise PlanError("accelerator cpu needs kv_cache_memory_bytes (the vLLM CPU engine sizes its KV cache "
                         "from --kv-cache-memory-bytes), e.g. 67108864 for 64 MiB")
@@ -372,14 +565,19 @@ def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, 
                                          {"expert_parallel": False, "hybrid": hybrid,
                                           "mtp_layers": arch["mtp_layers"]})
     reasons.extend(freasons)
-    kv_tok = kv_bytes_per_token(arch, kv_dtype_bytes, extra_layers=arch["mtp_layers"] if mtp_on else 0)
-    st = state_bytes_per_sequence(arch)
-    r = _kv_from_available(kv_budget, kv_tok, st, max_model_len, max_num_seqs, objective,
-                           dict(weights_bytes=profile["weights_bytes"], weights_bytes_per_gpu=0,
-                                overhead_bytes_per_gpu=0, budget_bytes=kv_budget, memory_bytes=None))
-    reasons.append("CPU engine: the KV cache budget is --kv-cache-memory-bytes %d (%.1f MiB) = %d tokens at %d "
-                   "bytes per token%s." % (kv_budget, kv_budget / MIB, r["kv_tokens"], kv_tok,
-                                           " after %d state slots" % r["max_num_seqs"] if st else ""))
+    layout = kv_layout(arch, 1, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
+                       opts["prefix_caching"])
+    kv_tok = kv_bytes_per_token(arch, opts["kv_dtype_bytes"], extra_layers=opts["mtp_layers"])
+    r = _capacity_eval(kv_budget, layout, max_model_len, max_num_seqs, objective,
+                       dict(weights_bytes=profile["weights_bytes"], weights_bytes_per_gpu=0,
+                            overhead_bytes_per_gpu=0, budget_bytes=kv_budget, memory_bytes=None))
+    lr = _layout_reason(layout, 1)
+    if lr:
+        reasons.append(lr)
+    reasons.append("CPU engine: the KV cache budget is --kv-cache-memory-bytes %d (%.1f MiB) = %d blocks of %d "
+                   "tokens = %d tokens at %d bytes per token (max concurrency %.2fx at %d tokens)."
+                   % (kv_budget, kv_budget / MIB, r["num_blocks"], layout["block_size"], r["kv_tokens"], kv_tok,
+                      r["max_concurrency"], max_model_len))
     if r["problem"]:
         reasons.append("Does not fit: %s." % r["problem"])
     args = {"kv-cache-memory-bytes": kv_budget, "max-model-len": max_model_len,
@@ -390,25 +588,68 @@ def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, 
     out.update(
         fits=r["fits"], tensor_parallel_size=1, data_parallel_size=1, replicas=[[]], enable_expert_parallel=False,
         weights_bytes=profile["weights_bytes"], weights_bytes_per_gpu=0, overhead_bytes_per_gpu=0,
-        kv_cache_memory_bytes=kv_budget, kv_cache_tokens=r["kv_tokens"], kv_cache_tokens_total=r["kv_tokens"],
+        kv_cache_memory_bytes=kv_budget, available_kv_cache_memory_bytes=kv_budget,
+        kv_cache_tokens=r["kv_tokens"], kv_cache_tokens_total=r["kv_tokens"],
+        kv_cache_blocks=r["num_blocks"], kv_cache_block_size=layout["block_size"], kv_cache_layout=layout,
         max_num_seqs=r["max_num_seqs"], max_num_batched_tokens=None, gpu_memory_utilization=None,
-        max_concurrency_at_max_model_len=_concurrency(r, max_model_len),
-        max_concurrency_total=_concurrency(r, max_model_len),
+        max_concurrency=_round_conc(r), max_concurrency_at_max_model_len=_full_seqs(r),
+        max_concurrency_total=_full_seqs(r), full_context_sequences_total=_full_seqs(r),
         interconnect=None, unused_gpus=[], features=enabled, reasons=reasons, vllm_args=args,
         layout="CPU engine (1 replica)")
     return out
 
 
-def _concurrency(r, max_model_len):
-    """Sequences of the full context that fit at once (bounded by max_num_seqs)."""
+def _round_conc(r):
+    return round(r["max_concurrency"], 2) if r["fits"] else 0.0
+
+
+def _full_seqs(r):
+    """Whole full-context sequences one replica runs at once: vLLM's concurrency, bounded by max_num_seqs."""
     if not r["fits"]:
         return 0
-    return min(r["max_num_seqs"], r["kv_tokens"] // max_model_len)
+    return min(r["max_num_seqs"], int(r["max_concurrency"]))
+
+
+def _has_fp8(gpu):
+    if gpu.get("fp8") is not None:
+        return bool(gpu["fp8"])
+    cc = str(gpu.get("compute_capability") or "")
+    try:
+        return tuple(int(x) for x in cc.split(".")[:2]) >= (8, 9)
+    except ValueError:
+        return True  # unknown: say nothing
+
+
+def _score(c):
+    """Throughput score of a candidate layout: full-context sequences over all replicas, discounted for TP."""
+    e = c["eval"]
+    if not e["fits"]:
+        return 0.0
+    served = len(c["groups"]) * min(e["max_concurrency"], e["max_num_seqs"])
+    return served * _tp_factor(c)
+
+
+def _tp_factor(c):
+    return TP_EFFICIENCY["nvlink" if c["nvlink"] else "pcie"] ** int(math.log2(c["t"]))
+
+
+def _describe(c):
+    e = c["eval"]
+    n = len(c["groups"])
+    name = "%d x TP%d%s" % (n, c["t"], "" if c["t"] == 1 else (" NVLink" if c["nvlink"] else " PCIe"))
+    if not e["fits"]:
+        return "%s does not fit (%s)" % (name, e["problem"])
+    return "%s holds %s full-context sequences (%d x %.2f, max_num_seqs %d)" % (
+        name, _fmt_num(n * min(e["max_concurrency"], e["max_num_seqs"])), n, e["max_concurrency"],
+        e["max_num_seqs"])
+
+
+def _fmt_num(x):
+    return ("%.1f" % x).rstrip("0").rstrip(".")
 
 
 def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_facts, features, tp_forced,
-              ep_forced, kv_dtype_bytes, kv_cache_dtype, mtp_on, text_only, hybrid, reasons, base,
-              batched_tokens=None):
+              ep_forced, kv_cache_dtype, opts, hybrid, reasons, base, batched_tokens=None, replicas_forced=None):
     if not gpu_facts or not gpu_facts.get("gpus"):
         raise PlanError("gpu_facts lists no GPUs: run llmfleet.vllm.gpu_facts on a GPU host first, describe the "
                         "hardware, or plan with accelerator: cpu")
@@ -434,6 +675,9 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         if tp_forced not in TP_SIZES:
             raise PlanError("tensor_parallel_size %d is not a size this planner lays out (%s)"
                             % (tp_forced, ", ".join(map(str, TP_SIZES))))
+    if replicas_forced is not None and int(replicas_forced) > n:
+        raise PlanError("replicas %d needs at least %d usable GPUs; this host has %d"
+                        % (replicas_forced, replicas_forced, n))
 
     candidates = []
     for t in TP_SIZES:
@@ -449,13 +693,25 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
             groups, nvlink = nv_groups, True
         else:
             groups, nvlink = _pack_pcie(gpus, links, usable, t), False
-        evals = [_memory_for(arch, profile, g, gpus, t, util, max_model_len, max_num_seqs, objective, mtp_on,
-                             text_only, kv_dtype_bytes, batched_tokens) for g in groups]
-        worst = min(evals, key=lambda e: (e["fits"], e["kv_tokens"]))
+        if replicas_forced is not None:
+            if len(groups) < replicas_forced:
+                continue
+            groups = groups[:int(replicas_forced)]
+        layout = kv_layout(arch, t, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
+                           opts["prefix_caching"])
+        evals = [_memory_for(arch, profile, g, gpus, t, util, max_model_len, max_num_seqs, objective, opts,
+                             layout, batched_tokens) for g in groups]
+        worst = min(evals, key=lambda e: (e["fits"], e["max_concurrency"]))
         candidates.append(dict(t=t, groups=groups, nvlink=nvlink, eval=worst))
 
     if tp_forced is not None and not any(c["t"] == tp_forced for c in candidates):
+        if replicas_forced is not None and tp_forced <= n:
+            raise PlanError("%d replicas of TP%d need %d GPUs in groups of %d; this host has %d usable GPUs and "
+                            "makes %d such groups" % (replicas_forced, tp_forced, replicas_forced * tp_forced,
+                                                      tp_forced, n, n // tp_forced))
         raise PlanError("tensor_parallel_size %d needs %d usable GPUs; this host has %d" % (tp_forced, tp_forced, n))
+    if not candidates:
+        raise PlanError("replicas %d: no TP size makes that many groups of GPUs on this host" % replicas_forced)
 
     fit_nv = [c for c in candidates if c["nvlink"] and c["eval"]["fits"]]
     fit_any = [c for c in candidates if c["eval"]["fits"]]
@@ -465,24 +721,44 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
             raise PlanError("tensor_parallel_size %d would put a TP group across GPUs without NVLink between them, "
                             "while TP %d fits inside one NVLink domain; leave tensor_parallel_size unset"
                             % (tp_forced, fit_nv[0]["t"]))
-        reasons.append("Tensor parallel size %d was set by the user." % tp_forced)
+        reasons.append("Tensor parallel size %d was set by the user%s." % (
+            tp_forced, " (and %d replicas)" % replicas_forced if replicas_forced is not None else ""))
+    elif objective == "throughput" and fit_any:
+        # Score every layout by what it serves (full-context sequences over all replicas), not by replica count.
+        pool = fit_nv or fit_any
+        chosen = max(pool, key=lambda c: (_score(c), -c["t"]))
+        others = [c for c in candidates if c is not chosen]
+        reasons.append(
+            "Objective throughput: each layout is scored by the full-context sequences it serves at once (replicas "
+            "x min(vLLM's max concurrency, max_num_seqs)), x %.1f per doubling of a TP group over NVLink and x %.1f "
+            "over PCIe (all-reduce traffic on every layer; an estimate). Chosen: %s. Others: %s." % (
+                TP_EFFICIENCY["nvlink"], TP_EFFICIENCY["pcie"], _describe(chosen),
+                "; ".join(_describe(c) for c in others) or "none"))
+        if replicas_forced is not None:
+            reasons.append("The number of replicas (%d) was set by the user." % replicas_forced)
+        tp2 = [c for c in candidates if c["t"] == 2 and c["eval"]["fits"]]
+        if tp2 and chosen["t"] != 2:
+            held = lambda c: len(c["groups"]) * min(c["eval"]["max_concurrency"], c["eval"]["max_num_seqs"])  # noqa
+            if held(chosen) < held(tp2[0]):
+                reasons.append("%s holds fewer full-context sequences than %s, but scores higher: the TP2 layout "
+                               "holds only %.0f%% more sequences and would pay the all-reduce discount (x %.2f) "
+                               "on every step." % (_describe(chosen).split(" holds")[0],
+                                                   _describe(tp2[0]).split(" holds")[0],
+                                                   100.0 * (held(tp2[0]) / held(chosen) - 1), _tp_factor(tp2[0])))
+        if not chosen["nvlink"] and chosen["t"] > 1:
+            reasons.append(
+                "No NVLink domain holds a replica: the model needs TP %d, so the TP group crosses PCIe (%s). "
+                "Expect it to be slower per GPU than a single larger GPU: every layer all-reduces over PCIe, and "
+                "a 2-GPU PCIe TP deployment of a MoE model has been measured slower than one GPU."
+                % (chosen["t"], _worst_link(chosen["groups"][0], links)))
     elif fit_nv:
         t_min = fit_nv[0]["t"]
-        if objective == "throughput":
-            chosen = fit_nv[0]
-            if t_min == 1:
-                reasons.append("Objective throughput: one replica fits one GPU, so every GPU serves its own replica "
-                               "(no tensor parallelism, no cross-GPU traffic).")
-            else:
-                reasons.append("Objective throughput: the smallest TP group that fits is %d GPUs inside one NVLink "
-                               "domain; each such group is one replica." % t_min)
-        else:
-            cap = max(t_min, arch["num_kv_heads"])
-            options = [c for c in fit_nv if c["t"] <= cap]
-            chosen = options[-1]
-            reasons.append("Objective latency: TP %d over NVLink splits each token's weight reads across GPUs; TP "
-                           "stops at %d because beyond the %d KV heads every GPU would hold a replicated copy of "
-                           "the KV cache." % (chosen["t"], cap, arch["num_kv_heads"]))
+        cap = max(t_min, arch["num_kv_heads"])
+        options = [c for c in fit_nv if c["t"] <= cap]
+        chosen = options[-1]
+        reasons.append("Objective latency: TP %d over NVLink splits each token's weight reads across GPUs; TP "
+                       "stops at %d because beyond the %d KV heads every GPU would hold a replicated copy of "
+                       "the KV cache." % (chosen["t"], cap, arch["num_kv_heads"]))
     elif fit_any:
         chosen = fit_any[0]
         if chosen["t"] > 1:
@@ -492,11 +768,12 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
                 "a 2-GPU PCIe TP deployment of a MoE model has been measured slower than one GPU."
                 % (chosen["t"], _worst_link(chosen["groups"][0], links)))
     else:
-        chosen = max(candidates, key=lambda c: (c["eval"]["kv_tokens"], c["eval"]["available_bytes_per_gpu"]))
+        chosen = max(candidates, key=lambda c: (c["eval"]["max_concurrency"], c["eval"]["available_bytes_per_gpu"]))
 
     t = chosen["t"]
     e = chosen["eval"]
     groups = chosen["groups"]
+    layout = e["layout"]
     moe = arch.get("moe")
     ep_possible = bool(moe) and t > 1 and chosen["nvlink"] and moe["num_experts"] % t == 0
     if ep_forced is True and not ep_possible:
@@ -522,23 +799,36 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
                        "share nothing and need no cross-GPU traffic." % (
                            len(groups), "; ".join(",".join(map(str, g)) for g in groups)))
     if unused:
-        reasons.append("GPU %s stay unused: they do not make a further group of %d NVLink-connected GPUs."
-                       % (", ".join(map(str, unused)), t))
+        reasons.append("GPU %s stay unused: %s." % (
+            ", ".join(map(str, unused)), "the user set %d replicas" % replicas_forced if replicas_forced is not None
+            else "they do not make a further group of %d NVLink-connected GPUs" % t))
+    ot = e.get("overhead_terms") or {}
     reasons.append(
-        "Memory per GPU: %s budget (%.2f x %s) - %s weights%s - %s overhead (CUDA graphs, NCCL, activations, "
-        "sampler; conservative) = %s for KV cache%s." % (
-            gib(e["budget_bytes"]), util, gib(e["memory_bytes"]), gib(e["weights_bytes_per_gpu"]),
-            " (1/%d of %s)" % (t, gib(e["weights_bytes"])) if t > 1 else "",
-            gib(e["overhead_bytes_per_gpu"]), gib(max(0, e["available_bytes_per_gpu"])),
-            " and state" if hybrid else ""))
-    if text_only and profile.get("vision_weights_bytes"):
+        "Memory per GPU (vLLM's profile): %s requested (%.2f x %s CUDA memory of %s) - %s weights%s - %s "
+        "non-torch - %s activation peak - %s CUDA-graph estimate = %s available for the KV cache pool%s." % (
+            gib(e["budget_bytes"]), util, gib(e["cuda_total_bytes"]), gib(e["memory_bytes"]),
+            gib(e["weights_bytes_per_gpu"]), " (1/%d of %s)" % (t, gib(e["weights_bytes"])) if t > 1 else "",
+            gib(ot.get("non_torch", 0)), gib(ot.get("activation", 0)), gib(ot.get("cudagraph", 0)),
+            gib(max(0, e["available_bytes_per_gpu"])), " (KV and linear-attention state)" if hybrid else ""))
+    lr = _layout_reason(layout, t)
+    if lr:
+        reasons.append(lr)
+    if (profile.get("quantization") or "").startswith("fp8") and any(not _has_fp8(gpus[i]) for i in used):
+        reasons.append("These GPUs have no FP8 tensor cores (compute capability below 8.9): vLLM serves the FP8 "
+                       "checkpoint weight-only (Marlin kernel, BF16 compute); the memory plan is the same.")
+    if opts["text_only"] and profile.get("vision_weights_bytes"):
         reasons.append("Text-only mode: the vision tower (%s) is not loaded." % gib(profile["vision_weights_bytes"]))
-    if not mtp_on and profile.get("mtp_weights_bytes"):
-        reasons.append("MTP speculative decoding is off: its head (%s) is not loaded." % gib(profile["mtp_weights_bytes"]))
+    if not opts["mtp_on"] and profile.get("mtp_weights_bytes"):
+        reasons.append("MTP speculative decoding is off: its head (%s) is not loaded."
+                       % gib(profile["mtp_weights_bytes"]))
     if e["fits"]:
-        reasons.append("KV cache: %d tokens per replica = %d concurrent sequences at the full %d-token context "
-                       "(max_num_seqs %d)." % (e["kv_tokens"], min(e["max_num_seqs"], e["kv_tokens"] // max_model_len),
-                                               max_model_len, e["max_num_seqs"]))
+        reasons.append("KV cache per replica: %d blocks of %d tokens; a %d-token request takes %d, so vLLM will log "
+                       "'GPU KV cache size: %s tokens' and 'Maximum concurrency for %s tokens per request: %.2fx'; "
+                       "max_num_seqs %d." % (e["num_blocks"], layout["block_size"], max_model_len,
+                                             e["blocks_per_request"], "{:,}".format(e["kv_tokens"]),
+                                             "{:,}".format(max_model_len), e["max_concurrency"], e["max_num_seqs"]))
+        if e.get("seq_warning"):
+            reasons.append("Warning: %s." % e["seq_warning"])
     else:
         reasons.append("Does not fit: %s." % e["problem"])
 
@@ -552,16 +842,21 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         "kv-cache-dtype": None if kv_cache_dtype == "auto" else kv_cache_dtype,
     }
     args.update(feature_args(profile, enabled))
-    conc = _concurrency(e, max_model_len)
+    full = _full_seqs(e)
     out = dict(base)
     out.update(
         fits=e["fits"], tensor_parallel_size=t, data_parallel_size=len(groups), replicas=groups,
         enable_expert_parallel=ep, weights_bytes=e["weights_bytes"],
         weights_bytes_per_gpu=e["weights_bytes_per_gpu"], overhead_bytes_per_gpu=e["overhead_bytes_per_gpu"],
+        overhead_terms_per_gpu=ot,
+        available_kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]),
         kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]) * t,
         kv_cache_tokens=e["kv_tokens"], kv_cache_tokens_total=e["kv_tokens"] * len(groups),
+        kv_cache_blocks=e["num_blocks"], kv_cache_block_size=layout["block_size"], kv_cache_layout=layout,
         max_num_seqs=e["max_num_seqs"], max_num_batched_tokens=e["max_num_batched_tokens"],
-        gpu_memory_utilization=util, max_concurrency_at_max_model_len=conc, max_concurrency_total=conc * len(groups),
+        gpu_memory_utilization=util, max_concurrency=_round_conc(e),
+        max_concurrency_at_max_model_len=full, max_concurrency_total=full * len(groups),
+        full_context_sequences_total=full * len(groups),
         interconnect=("NVLink" if chosen["nvlink"] else _worst_link(groups[0], links)) if t > 1 else None,
         unused_gpus=unused, features=enabled, reasons=reasons, vllm_args=args,
         layout="%d x TP%d%s%s" % (len(groups), t, " EP" if ep else "",
@@ -628,7 +923,8 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
                                         "the GPU)." % u})
                     break
     else:
-        need = failed["kv_cache_bytes_per_token"] * inputs["max_model_len"] + failed["state_bytes_per_sequence"]
+        lay = failed["kv_cache_layout"]
+        need = blocks_per_request(lay, inputs["max_model_len"]) * lay["page_bytes"] * lay["group_size"]
         out.append({"set": {"kv_cache_memory_bytes": need},
                     "text": "Give the CPU engine at least %d bytes of KV cache (--kv-cache-memory-bytes)." % need})
     # 4. when no single knob is enough: all of them at once
@@ -678,6 +974,7 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
                                         "link": link})
             kw = dict(inputs)
             kw.pop("tensor_parallel_size", None)
+            kw.pop("replicas", None)
             try:
                 r = plan(spec, profile, alternatives=None, _suggest=False, **kw)
             except PlanError:
@@ -692,11 +989,12 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
 
 
 def _summary(p):
-    """One row of the plan table (plan.yml) as a dict and a Markdown line."""
+    """One row of the plan table (plan.yml) as a dict.  Concurrency is vLLM's 'Maximum concurrency' per replica
+    (and its sum over replicas), KV cache its 'GPU KV cache size' of one replica."""
     if p["fits"]:
-        conc = "%d x %d = %d" % (p["data_parallel_size"], p["max_concurrency_at_max_model_len"],
-                                 p["max_concurrency_total"]) if p["data_parallel_size"] > 1 else \
-            "%d" % p["max_concurrency_at_max_model_len"]
+        n = p["data_parallel_size"]
+        conc = "%d x %.2f = %s" % (n, p["max_concurrency"], _fmt_num(n * p["max_concurrency"])) if n > 1 else \
+            "%.2f" % p["max_concurrency"]
         kv = "{:,}".format(p["kv_cache_tokens"])
     else:
         conc = "-"

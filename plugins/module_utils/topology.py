@@ -296,7 +296,8 @@ def parse_query_csv(text):
 def parse_smi_xml(text):
     """Parse ``nvidia-smi -q -x``: driver/CUDA version and per-GPU facts (by minor number order of appearance).
 
-    Returns {driver_version, cuda_version, gpus: [{pci_bus_id, name, uuid, memory_total_mib, mig_mode,
+    Returns {driver_version, cuda_version, gpus: [{pci_bus_id, name, uuid, memory_total_mib, memory_reserved_mib
+    (what the driver keeps: CUDA sees total - reserved; None on drivers that do not print it), mig_mode,
     fabric_state, fabric_status, architecture}]}.
     """
     try:
@@ -317,6 +318,7 @@ def parse_smi_xml(text):
             "minor_number": _int_or_none(txt(g, "minor_number")),
             "architecture": txt(g, "product_architecture"),
             "memory_total_mib": _mib(txt(g, "fb_memory_usage/total")),
+            "memory_reserved_mib": _mib(txt(g, "fb_memory_usage/reserved")),
             "mig_mode": txt(g, "mig_mode/current_mig"),
             "fabric_state": txt(g, "fabric/state"),
             "fabric_status": txt(g, "fabric/status"),
@@ -452,6 +454,8 @@ def gpu_facts_from_smi(query_csv, topo_text, xml_text=None, nvlink_text=None, nv
         g["cpu_affinity"] = t["cpu_affinity"]
         xg = xml_by_bus.get((g["pci_bus_id"] or "").lower(), {})
         g["architecture"] = xg.get("architecture")
+        if xg.get("memory_reserved_mib") is not None:
+            g["memory_reserved_mib"] = xg["memory_reserved_mib"]
         g["fabric_state"] = xg.get("fabric_state")
         if g["mig_mode"] is None:
             g["mig_mode"] = xg.get("mig_mode")
@@ -461,39 +465,47 @@ def gpu_facts_from_smi(query_csv, topo_text, xml_text=None, nvlink_text=None, nv
                            nics=topo["nics"], cuda_version=cuda, warnings=warnings)
 
 
-# Hardware described rather than read (plan before you buy).  Memory sizes are what nvidia-smi reports
-# (MiB): H200 from the real capture in tests/fixtures/gpu/h200x2; the others from public nvidia-smi output.
-HARDWARE_PRESETS = {
-    "1x RTX 4090": {"count": 1, "name": "NVIDIA GeForce RTX 4090", "memory_mib": 24564, "link": "PHB",
-                    "compute_capability": "8.9"},
-    "2x RTX 4090 PCIe": {"count": 2, "name": "NVIDIA GeForce RTX 4090", "memory_mib": 24564, "link": "PHB",
-                         "compute_capability": "8.9"},
-    "1x A100 80GB": {"count": 1, "name": "NVIDIA A100-SXM4-80GB", "memory_mib": 81920, "link": "NV12",
-                     "compute_capability": "8.0"},
-    "2x H200 NVLink": {"count": 2, "name": "NVIDIA H200", "memory_mib": 143771, "link": "NV18",
-                       "compute_capability": "9.0"},
-    "8x H100 HGX": {"count": 8, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "link": "NV18",
-                    "compute_capability": "9.0", "nvswitch": True},
-}
+# Hardware described rather than read (plan before you buy): names come from the GPU catalogue
+# (catalogue/gpus.yml, plugins/module_utils/gpu_catalogue.py), e.g. "4x L40S", "8x H100 SXM", "2x H200 NVLink".
+def gpu_facts_from_spec(spec, catalogue=None):
+    """gpu_facts for described hardware.  ``spec`` is a catalogue string ('<count>x <GPU>[ PCIe|NVLink]') or a
+    dict {count, memory_mib, link (between every pair), name, compute_capability, nvswitch, reserved_mib} whose
+    ``name`` may also be a catalogue name (then memory and links default to the catalogue's).  ``catalogue``
+    defaults to the collection's catalogue/gpus.yml (read on the controller)."""
+    from ansible_collections.llmfleet.vllm.plugins.module_utils import gpu_catalogue as C
 
-
-def gpu_facts_from_spec(spec):
-    """gpu_facts for described hardware: {count, name, memory_mib, link (between every pair),
-    compute_capability, nvswitch}.  ``spec`` may also be the name of a HARDWARE_PRESETS entry."""
-    if isinstance(spec, str):
-        if spec not in HARDWARE_PRESETS:
-            raise ValueError("unknown hardware %r; known: %s" % (spec, ", ".join(sorted(HARDWARE_PRESETS))))
-        spec = HARDWARE_PRESETS[spec]
+    if isinstance(spec, str) or (isinstance(spec, dict) and "memory_mib" not in spec and spec.get("name")):
+        catalogue = catalogue if catalogue is not None else C.load_catalogue()
+        if isinstance(spec, str):
+            spec = C.parse_hardware(spec, catalogue)
+        else:
+            cname = C.lookup(spec["name"], catalogue) or C.match_smi_name(spec["name"], catalogue)
+            if cname is None:
+                raise C.CatalogueError("hardware name %r is not in the catalogue (%s); give memory_mib too"
+                                       % (spec["name"], ", ".join(C.names(catalogue))))
+            link = spec.get("link")
+            word = C.LINK_WORDS.get(str(link).lower()) if link is not None else None
+            base = C.spec_for(cname, int(spec.get("count", 1)), catalogue, word)
+            if link is not None and word is None:
+                base.pop("links")
+                base["link"] = link
+            spec = base
     count = int(spec["count"])
-    link = normalize_link(str(spec.get("link", "PHB")))
-    if link is None or link == "X":
-        raise ValueError("hardware link %r is not one of NV<n>, PIX, PXB, PHB, NODE, SYS" % spec.get("link"))
+    links = spec.get("links")
+    if links is None:
+        link = normalize_link(str(spec.get("link", "PHB")))
+        if link is None or link == "X":
+            raise ValueError("hardware link %r is not one of NV<n>, PIX, PXB, PHB, NODE, SYS" % spec.get("link"))
+        links = {(a, b): link for a in range(count) for b in range(count) if a != b}
     gpus = [{
         "index": i, "name": spec.get("name", "GPU"), "uuid": None, "memory_total_mib": int(spec["memory_mib"]),
         "pci_bus_id": None, "numa_node": 0, "mig_mode": None,
         "compute_capability": spec.get("compute_capability"),
     } for i in range(count)]
-    links = {(a, b): link for a in range(count) for b in range(count) if a != b}
+    for g in gpus:
+        for key, src in (("memory_reserved_mib", "reserved_mib"), ("catalogue", "catalogue"), ("fp8", "fp8")):
+            if spec.get(src) is not None:
+                g[key] = spec[src]
     return build_gpu_facts(gpus, None, links, "described", nvswitch=spec.get("nvswitch", False))
 
 

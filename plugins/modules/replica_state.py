@@ -16,8 +16,10 @@ description:
   - A replica needs a restart when its container is older than its configuration files, its unit failed or waits
     in auto-restart, or its unit is up without a running container; O(changed) adds replicas whose files the
     caller rewrote. The decision does not depend on the unit being C(running).
-  - For each replica's desired port says who holds it now - nobody, its own container, another replica's
-    container, or another process - so a port change is refused before anything is stopped.
+  - For each replica's desired ports says who holds them now - nobody, its own container, another replica's
+    container, one of the collection's units (the edge), or another process - so a port change is refused before
+    anything is stopped. With O(edge), a replica has two ports - the edge's (its port, on O(edge_bind_address)) and
+    vLLM's own behind it (its port + O(port_offset), on O(bind_address)).
   - With O(model_dir), also lists what that directory lacks for vLLM (config.json, tokenizer files, shards).
   - Hosts without systemd units or Docker yet (a fresh host in preflight) report no unit and no container.
 version_added: "0.2.0"
@@ -54,7 +56,19 @@ options:
     type: str
     default: docker
   bind_address:
-    description: The address the replicas' ports are published on (a listener on another specific address is no conflict).
+    description: The address the replicas' containers publish on (a listener on another specific address is no conflict).
+    type: str
+    default: 0.0.0.0
+  port_offset:
+    description: The container's host port is the replica's port plus this (the edge holds the replica's port).
+    type: int
+    default: 0
+  edge:
+    description: An edge (llmfleet-edge.service) listens on each replica's port in front of the container.
+    type: bool
+    default: false
+  edge_bind_address:
+    description: The address the edge listens on.
     type: str
     default: 0.0.0.0
   model_dir:
@@ -87,7 +101,9 @@ replicas:
     config_mtime: {description: Newest modification time of its files and the unit template (null when none)., type: float}
     action: {description: "C(restarted) when it must be restarted now, else C(started).", type: str}
     reasons: {description: Why it must be restarted (empty when not)., type: list, elements: str}
-    port_holder: {description: "Who holds the desired port: null (free), self, another container's name, or other.", type: str}
+    port_holder: {description: "other when another process holds one of its ports, else who holds the container port: null (free), self, another container's name.", type: str}
+    container_port: {description: The container's host port (port + port_offset)., type: int}
+    ports: {description: "Each port checked: port, address, role (container or edge), holder.", type: list, elements: dict}
 restart:
   description: Names of the replicas whose action is C(restarted).
   returned: always
@@ -112,10 +128,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
     docker_time,
-    listening_sockets,
+    listening_entries,
     port_holder,
     published_ports,
     replica_verdict,
+    unit_of_cgroup,
 )
 from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import model_dir_problems
 
@@ -137,6 +154,29 @@ def _read(path):
         return ""
 
 
+def _socket_owners(inodes):
+    """{inode: unit} for listening sockets held by a process of one of the collection's units (read from /proc)."""
+    owners, wanted = {}, set(i for i in inodes if i and i != "0")
+    if not wanted:
+        return owners
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        fd_dir = os.path.join("/proc", pid, "fd")
+        try:
+            links = [os.readlink(os.path.join(fd_dir, fd)) for fd in os.listdir(fd_dir)]
+        except OSError:
+            continue
+        held = set(link[8:-1] for link in links if link.startswith("socket:[")) & wanted
+        if not held:
+            continue
+        unit = unit_of_cgroup(_read(os.path.join("/proc", pid, "cgroup")))
+        if unit:
+            for inode in held:
+                owners[inode] = unit
+    return owners
+
+
 def _list_dir(path):
     names = []
     for root, dirs, files in os.walk(path):
@@ -156,13 +196,17 @@ def main():
             container_prefix=dict(type="str", default="llmfleet-vllm-"),
             docker_bin=dict(type="str", default="docker"),
             bind_address=dict(type="str", default="0.0.0.0"),
+            port_offset=dict(type="int", default=0),
+            edge=dict(type="bool", default=False),
+            edge_bind_address=dict(type="str", default="0.0.0.0"),
             model_dir=dict(type="path"),
             check_tokenizer=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    listening = listening_sockets(_read("/proc/net/tcp") + "\n" + _read("/proc/net/tcp6"))
+    listening = listening_entries(_read("/proc/net/tcp") + "\n" + _read("/proc/net/tcp6"))
+    owners = _socket_owners([inode for _, _, inode in listening])
 
     containers = {}
     docker = module.get_bin_path(p["docker_bin"])
@@ -208,10 +252,20 @@ def main():
         verdict = replica_verdict(unit, container, config_mtime, changed=name in p["changed"])
         if verdict["action"] == "restarted":
             restart.append(name)
+        container_port = port + p["port_offset"]
+        checked = [{"port": container_port, "address": p["bind_address"], "role": "container",
+                    "holder": port_holder(container_port, name, listening, ours, p["container_prefix"],
+                                          p["bind_address"], owners)}]
+        if p["edge"]:
+            checked.append({"port": port, "address": p["edge_bind_address"], "role": "edge",
+                            "holder": port_holder(port, name, listening, ours, p["container_prefix"],
+                                                  p["edge_bind_address"], owners)})
+        holders = [c["holder"] for c in checked]
         result_replicas.append({
-            "name": name, "port": port, "unit": unit, "container": container, "config_mtime": config_mtime,
+            "name": name, "port": port, "container_port": container_port, "ports": checked,
+            "unit": unit, "container": container, "config_mtime": config_mtime,
             "action": verdict["action"], "reasons": verdict["reasons"], "stale": verdict["stale"],
-            "port_holder": port_holder(port, name, listening, ours, p["container_prefix"], p["bind_address"]),
+            "port_holder": "other" if "other" in holders else holders[0],
         })
 
     model_problems = []
@@ -230,7 +284,7 @@ def main():
                                                 check_tokenizer=p["check_tokenizer"])
 
     module.exit_json(changed=False, replicas=result_replicas, restart=restart,
-                     listening_ports=sorted(set(port for _, port in listening)),
+                     listening_ports=sorted(set(port for _, port, _ in listening)),
                      model_problems=model_problems)
 
 

@@ -14,13 +14,16 @@ description:
     and the concurrency it allows, and builds the vLLM arguments from the model profile's serving features.
   - Runs on the Ansible controller (action plugin); touches no host. Model profiles are data files shipped in
     the collection's C(profiles/) directory, one per checkpoint variant, named after the Hugging Face repo id.
-  - "Rules: KV bytes per token = 2 x full-attention layers x KV heads x head_dim x dtype bytes (hybrid models count
-    only their full-attention layers; their linear-attention state is per sequence and caps max_num_seqs);
-    a tensor-parallel group never spans GPUs without NVLink between them when a replica fits inside one NVLink
-    domain; the TP size divides the attention heads; with objective C(throughput), replicas are preferred over
-    TP when a replica fits one GPU; expert parallelism only inside an NVLink domain."
-  - Memory per GPU = total x gpu_memory_utilization - weights / TP - a conservative overhead (CUDA graphs, NCCL,
-    activations, sampler); the rest holds KV cache and linear-attention state.
+  - "Capacity is vLLM's own arithmetic (docs/PLANNER.md): memory per GPU = CUDA memory x gpu_memory_utilization
+    - weights / TP - non-torch memory - activation peak - CUDA-graph estimate; hybrid models pad the attention
+    block until its page holds a linear-attention state page, group layers into groups sharing one block pool,
+    and charge each request its attention blocks plus 1 (2 with prefix caching) state blocks per group.
+    C(kv_cache_tokens) and C(max_concurrency) mean what vLLM logs as 'GPU KV cache size' and 'Maximum
+    concurrency'."
+  - "Layout: a tensor-parallel group never spans GPUs without NVLink between them when a replica fits inside one
+    NVLink domain; the TP size divides the attention heads; with objective C(throughput) each layout (replicas x
+    TP) is scored by the full-context sequences it serves, discounted for TP traffic, and C(reasons) compares
+    them; expert parallelism only inside an NVLink domain."
 options:
   model:
     description:
@@ -45,9 +48,11 @@ options:
     type: path
   hardware:
     description:
-      - Described hardware instead of gpu_facts, to plan before buying. Either a preset name
-        (C(1x RTX 4090), C(2x RTX 4090 PCIe), C(1x A100 80GB), C(2x H200 NVLink), C(8x H100 HGX)) or a dict
-        with count, memory_mib, link (NV<n>, PIX, PXB, PHB, NODE or SYS between every pair), name.
+      - Described hardware instead of gpu_facts, to plan before buying. Either C(<count>x <GPU>[ PCIe|NVLink]) with
+        a GPU of the collection's catalogue (C(catalogue/gpus.yml)), e.g. C(4x L40S), C(8x H100 SXM),
+        C(2x RTX 4090 PCIe), C(1x H200), C(8x H20), C(2x H200 NVLink); an unknown name fails with the list of
+        known ones. Or a dict with count, memory_mib, link (NV<n>, PIX, PXB, PHB, NODE or SYS between every
+        pair), name (a catalogue name fills memory and links).
     type: raw
   accelerator:
     description: C(gpu), or C(cpu) for the vLLM CPU engine (development / CI; needs I(kv_cache_memory_bytes)).
@@ -58,7 +63,9 @@ options:
     description: KV cache budget of the CPU engine (C(--kv-cache-memory-bytes)); accelerator cpu only.
     type: int
   objective:
-    description: C(throughput) (replicas first) or C(latency) (TP over NVLink up to the KV head count).
+    description:
+      - C(throughput) (the layout that serves the most full-context sequences at once, TP traffic discounted) or
+        C(latency) (TP over NVLink up to the KV head count).
     type: str
     choices: [throughput, latency]
     default: throughput
@@ -78,6 +85,11 @@ options:
   tensor_parallel_size:
     description: Force a TP size (default chosen by the plan).
     type: int
+  replicas:
+    description:
+      - Force the number of replicas (default every group of GPUs the layout makes). With I(tensor_parallel_size)
+        this forces the whole layout, e.g. 4 replicas of TP2; GPUs left over stay unused.
+    type: int
   enable_expert_parallel:
     description: Force expert parallelism on or off (default on for MoE models with TP inside an NVLink domain).
     type: bool
@@ -95,7 +107,9 @@ options:
     description: The vLLM version that will serve; the plan does not fit when it is older than the profile's minimum.
     type: str
   profiles_path:
-    description: Extra directories of profile files (searched after the collection's own profiles/).
+    description:
+      - Extra directories of profile files (searched after the collection's own profiles/). A profile there may
+        say C(extends) with a collection profile's id and hold only its differences (e.g. a local re-quantisation).
     type: list
     elements: path
     default: []
@@ -155,13 +169,23 @@ plan:
     overhead_bytes_per_gpu: {description: Conservative non-weight non-KV estimate per GPU., type: int}
     kv_cache_bytes_per_token: {description: KV bytes per token for the whole model (all ranks)., type: int}
     state_bytes_per_sequence: {description: Linear-attention state per running sequence (0 for plain attention)., type: int}
-    kv_cache_tokens: {description: Tokens the KV cache of one replica holds while max_num_seqs sequences run., type: int}
+    kv_cache_tokens:
+      description: "vLLM's 'GPU KV cache size' of one replica: max_concurrency x max_model_len."
+      type: int
+    available_kv_cache_memory_bytes: {description: "vLLM's 'Available KV cache memory' per GPU (planned).", type: int}
+    kv_cache_blocks: {description: Blocks in one replica's KV cache pool (vLLM's num_gpu_blocks)., type: int}
+    kv_cache_block_size: {description: Tokens per attention block (vLLM raises it for hybrid models)., type: int}
+    max_concurrency:
+      description: "vLLM's 'Maximum concurrency for max_model_len tokens per request' (one replica)."
+      type: float
     kv_cache_tokens_total: {description: kv_cache_tokens x replicas., type: int}
     max_num_seqs: {description: Sequences in flight per replica., type: int}
     max_num_batched_tokens: {description: Tokens per scheduler step (GPU)., type: int}
     max_model_len: {description: Context length planned for., type: int}
     gpu_memory_utilization: {description: Share of GPU memory vLLM may use (null on CPU)., type: float}
-    max_concurrency_at_max_model_len: {description: Full-context sequences one replica holds at once., type: int}
+    max_concurrency_at_max_model_len:
+      description: Whole full-context sequences one replica runs at once (max_concurrency bounded by max_num_seqs).
+      type: int
     max_concurrency_total: {description: The same over all replicas., type: int}
     layout: {description: Short layout text, e.g. "2 x TP1" or "1 x TP2 EP NVLink"., type: str}
     interconnect: {description: NVLink or the worst PCIe link inside a TP group (null for TP1)., type: str}
@@ -203,6 +227,7 @@ ARGUMENT_SPEC = dict(
     max_num_batched_tokens=dict(type="int"),
     gpu_memory_utilization=dict(type="float", default=0.9),
     tensor_parallel_size=dict(type="int"),
+    replicas=dict(type="int"),
     enable_expert_parallel=dict(type="bool"),
     kv_cache_dtype=dict(type="str", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"],
                         default="auto"),

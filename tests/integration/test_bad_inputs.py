@@ -199,7 +199,10 @@ CASES = [
          {"vllm_server_port_base": "eighty"}, ["vllm_server_port_base must be a TCP port number"]),
     case("prod-endpoint-without-api-key", "prod replicas on every address with no API key",
          role_play("vllm_server"), SERVER, {"llmfleet_environment": "prod", "llmfleet_api_key": ""},
-         ["llmfleet_environment is prod", "Set llmfleet_api_key", "vllm_server_bind_address"]),
+         ["llmfleet_environment is prod", "Set llmfleet_api_key", "vllm_server_edge_bind_address"]),
+    case("prod-replica-on-every-address", "prod replicas on every address, key set (vLLM's key guards /v1 only)",
+         role_play("vllm_server"), SERVER, {"llmfleet_environment": "prod", "vllm_server_bind_address": "0.0.0.0"},
+         ["llmfleet_environment is prod", "vllm_server_bind_address is 0.0.0.0", "/invocations"]),
     case("server-image-not-on-host", "an image the host does not have", role_play("vllm_server"), SERVER, {},
          ["is not present on", "run the vllm_image role"], absent=["/etc/systemd/system/llmfleet-vllm@.service"]),
     # docker_engine, verify: argument specs

@@ -213,13 +213,22 @@ class PortHolder:
         C.host_exec(HOST, "systemctl", "stop", self.unit)
 
 
+def good_ports(served):
+    """The container's published host ports of the good deployment (8000, or 8000 + the edge's offset behind the
+    edge), read once, at the start of the first test that asks (every test starts from the good state)."""
+    if "good_ports" not in served:
+        served["good_ports"] = container_port()
+        assert served["good_ports"], "the served replica publishes no port"
+    return served["good_ports"]
+
+
 def good_rerun_converges(served, name, state_before, **extra):
     """One good site.yml re-run: successful, serving on 8000 with the good configuration."""
     started = time.monotonic()
     run = site(served)
     recovered = wait_serving(served["ip"], 300, time.monotonic())
     run_file = C.host_exec(HOST, "cat", "/etc/llmfleet/vllm-0.run").stdout
-    ok = (run.status == "successful" and recovered is not None and container_port() == [8000]
+    ok = (run.status == "successful" and recovered is not None and container_port() == good_ports(served)
           and "--port 8000" in run_file and "8123" not in run_file)
     record_convergence(name, ok=ok, kind="converged", state_before_rerun=state_before, rerun_status=run.status,
                        rerun_s=round(time.monotonic() - started, 1), unit_after=unit_state(),
@@ -246,6 +255,7 @@ def wait_unit(states, timeout=240):
 
 
 def test_port_change_onto_a_held_port_is_refused_and_the_replica_untouched(served):
+    good_ports(served)
     holder = PortHolder(8123)
     try:
         before = container_state()
@@ -267,18 +277,25 @@ def test_port_change_onto_a_held_port_is_refused_and_the_replica_untouched(serve
 def test_bind_failure_is_diagnosed_and_one_good_rerun_converges(served):
     """The issue's sequence: the replica's files moved to a port something else holds and the unit restarted onto
     them (what a run did before the checks existed); the diagnosis must name the bind failure; after freeing the
-    port, one good re-run serves on 8000 again whatever the unit is doing (auto-restart loop, or up on 8123)."""
-    holder = PortHolder(8123)
+    port, one good re-run serves again whatever the unit is doing (auto-restart loop, or up on the bad port)."""
+    [host_port] = good_ports(served)
+    bad_port = host_port + 123
+    holder = PortHolder(bad_port)
     try:
-        for name in ("vllm-0.run", "vllm-0.unit.conf"):
-            C.host_exec(HOST, "sed", "-i", "s/8000/8123/g", "/etc/llmfleet/" + name, check=True)
+        # The container's published host port (vLLM's own port; behind the edge it is 8000 + the edge's offset).
+        C.host_exec(HOST, "sed", "-i", "s/:%d:8000 /:%d:8000 /" % (host_port, bad_port), "/etc/llmfleet/vllm-0.run",
+                    check=True)
+        C.host_exec(HOST, "sed", "-i", "s#:%d/#:%d/#" % (host_port, bad_port), "/etc/llmfleet/vllm-0.unit.conf",
+                    check=True)
+        assert ":%d:8000" % bad_port in C.host_exec(HOST, "cat", "/etc/llmfleet/vllm-0.run").stdout
         C.host_exec(HOST, "systemctl", "restart", "--no-block", UNIT, check=True)
         state, seen = wait_unit(["activating/auto-restart", "failed"], timeout=180)
         diag = C.run_playbook(os.path.join(C.TOP, "playbooks", "diagnose.yml"), served["inventory"],
                               envvars=served["envvars"], cmdline="-e @%s" % served["secrets_file"], timeout=600)
     finally:
         holder.stop()
-    diagnosed = "port_in_use" in diag.stdout and "No known failure signature matched" not in diag.stdout
+    diagnosed = ("port_in_use" in diag.stdout and "port %d is already taken" % bad_port in diag.stdout
+                 and "No known failure signature matched" not in diag.stdout)
     record_convergence("bind failure diagnosed", ok=diagnosed, kind="diagnosed", unit=state,
                        evidence=[line for line in diag.stdout.splitlines() if "port_in_use" in line][:2])
     assert diagnosed, "the bind failure was not diagnosed:\n%s" % diag.stdout[-4000:]
@@ -289,6 +306,7 @@ KV_TOO_SMALL = {"enforce-eager": True, "distributed-executor-backend": "uni", "k
 
 
 def test_crash_loop_then_one_good_rerun_converges(served):
+    good_ports(served)
     bad = site(served, {"vllm_server_args_extra": KV_TOO_SMALL})
     assert bad.status == "failed", "a 16 KiB KV cache should not serve 512 tokens"
     state, seen = wait_unit(["activating", "failed"], timeout=120)
@@ -297,6 +315,7 @@ def test_crash_loop_then_one_good_rerun_converges(served):
 
 
 def test_failed_unit_then_one_good_rerun_converges(served):
+    good_ports(served)
     dropin = "/run/systemd/system/%s.d" % UNIT
     C.host_exec(HOST, "mkdir", "-p", dropin, check=True)
     C.host_exec(HOST, "sh", "-c", "printf '[Service]\\nRestart=no\\n' > %s/llmfleet-test-norestart.conf" % dropin,
@@ -312,6 +331,7 @@ def test_failed_unit_then_one_good_rerun_converges(served):
 
 
 def test_stopped_unit_then_one_good_rerun_converges(served):
+    good_ports(served)
     C.host_exec(HOST, "systemctl", "stop", UNIT, check=True, timeout=180)
     good_rerun_converges(served, "unit stopped by hand, then one good re-run", unit_state())
 
@@ -319,6 +339,7 @@ def test_stopped_unit_then_one_good_rerun_converges(served):
 def test_stale_container_is_restarted_then_nothing_changes(served):
     """Files newer than the running container (a run that wrote them and never restarted): the re-run restarts it
     although the files are unchanged now and the unit is running; the run after that changes nothing."""
+    good_ports(served)
     before = container_state()
     C.host_exec(HOST, "touch", "/etc/llmfleet/vllm-0.run", check=True)
     state = unit_state()

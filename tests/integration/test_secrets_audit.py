@@ -1,5 +1,6 @@
 """Secrets audit: the whole site.yml with a sentinel API key and a sentinel hub token, then search every place
-a secret must not be. 0 hits; the one place they belong is the root-only 0600 env file of the replica.
+a secret must not be. 0 hits; the places they belong are the root-only 0600 env file of the replica and the
+edge's 0600 key list (/etc/llmfleet/edge-api-keys.lst: the API key only).
 
 The deployment is the one the fault tests use (a fresh test host, tests/integration/reliability_common.py):
 llmfleet_api_key, vllm_server_hf_token and model_weights_token are sentinels, passed as a CI job would (a 0600
@@ -92,7 +93,9 @@ def audit(d):
     journal = host_text("journalctl", "-o", "cat", "--no-pager", timeout=300)
     found["host journal"] = {"journalctl -o cat": count_in_text(journal)} if count_in_text(journal) else {}
     found["unit files /etc/systemd/system/llmfleet-*"] = host_grep(["/etc/systemd/system/llmfleet-*"])
-    found["/etc/llmfleet (env file excluded)"] = host_grep(["/etc/llmfleet"], exclude=["vllm-*.env"])
+    # The two root-only 0600 files a secret belongs in: the replica's env file and the edge's key list.
+    found["/etc/llmfleet (env file and edge key list excluded)"] = host_grep(
+        ["/etc/llmfleet"], exclude=["vllm-*.env", "edge-api-keys.lst"])
     found["/var/log, /root, /tmp on the host"] = host_grep(["/var/log", "/root", "/tmp"])
     cmdlines = host_text("sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null")
     found["/proc/*/cmdline on the host"] = {"cmdlines": count_in_text(cmdlines)} if count_in_text(cmdlines) else {}
@@ -126,6 +129,9 @@ def test_no_secret_outside_the_env_file(deployed):
         "containers_inspected": n_containers, "processes_checked": n_procs, "env_file": ENV_FILE,
         "env_file_mode_owner": env_mode, "env_file_holds": len(env_holds), "control_hits_in_env_file": control})
     assert control.get(ENV_FILE, 0) >= 1, "the search does not even find the sentinels in the env file: %s" % control
+    edge_keys = "/etc/llmfleet/edge-api-keys.lst"
+    assert host_text("stat", "-c", "%a %U %G", edge_keys).strip() == "600 root root", "edge key list not root-only"
+    assert C.SENTINEL_HUB_TOKEN not in host_text("cat", edge_keys), "the hub token does not belong in the edge's key list"
     assert total == 0, "secret found: %s" % {k: v for k, v in found.items() if v}
     assert n_containers >= 1 and n_procs > 10, "nothing to audit: %d containers, %d processes" % (n_containers,
                                                                                                   n_procs)

@@ -109,3 +109,24 @@ def test_parse_url():
     assert fleet.parse_url("https://[::1]/") == ("[::1]", None, "/")
     with pytest.raises(fleet.FleetError):
         fleet.parse_url("10.0.0.1:8000")
+
+
+def test_address_scope_tells_who_reaches_an_address():
+    assert fleet.address_scope("127.0.0.1") == "loopback"
+    assert fleet.address_scope("::1") == "loopback"
+    assert fleet.address_scope("0.0.0.0") == "wildcard"
+    assert fleet.address_scope("::") == "wildcard"
+    assert fleet.address_scope("10.1.2.3") == "private"
+    assert fleet.address_scope("172.17.0.2") == "private"
+    assert fleet.address_scope("fd00::5") == "private"
+    assert fleet.address_scope("8.8.8.8") == "public"
+    assert fleet.address_scope("gpu1.example") == "name"
+
+
+def test_replicas_behind_an_edge_are_not_exposed():
+    members = [{"host": "gpu1", "address": "10.0.0.5",
+                "serving": dict(serving(["http://127.0.0.1:8000/v1"], [8000], bind="0.0.0.0"), edge=True)}]
+    backend = fleet.fleet_backends(members)[0]
+    assert (backend["address"], backend["port"], backend["exposed"]) == ("10.0.0.5", 8000, False)
+    members[0]["serving"]["edge"] = False
+    assert fleet.fleet_backends(members)[0]["exposed"] is True

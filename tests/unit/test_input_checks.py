@@ -159,6 +159,20 @@ def test_listening_sockets_and_address_conflicts():
     assert C.conflicts("10.0.0.1", "0.0.0.0") and C.conflicts("::", "10.0.0.1") and not C.conflicts("a", "b")
 
 
+def test_listeners_of_our_units_are_ours():
+    cgroup = "0::/system.slice/llmfleet-edge.service\n"
+    assert C.unit_of_cgroup(cgroup) == "llmfleet-edge.service"
+    assert C.unit_of_cgroup("12:pids:/system.slice/system-llmfleet\\x2dvllm.slice/llmfleet-vllm@0.service") \
+        == "llmfleet-vllm@0.service"
+    assert C.unit_of_cgroup("0::/system.slice/nginx.service") is None
+    listening = {("0.0.0.0", 8000, "111"), ("127.0.0.1", 18000, "222"), ("0.0.0.0", 8123, "333")}
+    owners = {"111": "llmfleet-edge.service"}
+    ours = {"llmfleet-vllm-0": {18000}}
+    assert C.port_holder(8000, "0", listening, ours, owners=owners) == "llmfleet-edge.service"
+    assert C.port_holder(18000, "0", listening, ours, bind_address="127.0.0.1", owners=owners) == "self"
+    assert C.port_holder(8123, "0", listening, ours, owners=owners) == "other"
+
+
 def test_docker_time():
     assert C.docker_time("1970-01-01T00:00:01.5Z") == 1.5
     assert C.docker_time("1970-01-01T01:00:00+01:00") == 0

@@ -131,24 +131,36 @@ def test_mig_gpus_are_left_out():
 
 # ------------------------------------------------------------------------------------------ sizing
 
-def test_kv_tokens_follow_the_memory_model():
-    p = P.plan(T.gpu_facts_from_spec("1x A100 80GB"), FP8, max_model_len=32768, max_num_seqs=64)
-    budget = int(81920 * P.MIB * 0.9)
+def test_kv_tokens_follow_vllms_memory_profile_and_block_pool():
+    # vLLM's determine_available_memory, then its hybrid block pool (see planner.py's docstring).
+    facts = T.gpu_facts_from_spec("1x A100 80GB")
+    p = P.plan(facts, FP8, max_model_len=32768, max_num_seqs=64)
+    requested = int(P.cuda_total_bytes(facts["gpus"][0]) * 0.9)
     weights = FP8["weights_bytes"] - FP8["vision_weights_bytes"] - FP8["mtp_weights_bytes"]
-    avail = budget - weights - P.overhead_bytes(FP8["arch"], 1, 64, 8192)
-    expect = (avail - 64 * P.state_bytes_per_sequence(FP8["arch"])) // 20480
-    assert p["kv_cache_tokens"] == expect - expect % 16
+    avail = requested - weights - P.overhead_bytes(FP8["arch"], 1, 64, 8192)
+    assert p["available_kv_cache_memory_bytes"] == avail
+    blocks = avail // (1056 * 2048) // 10  # 1056-token blocks of 2 KiB/token/layer, 10 layers per group
+    assert p["kv_cache_blocks"] == blocks
+    per_request = 32 + 3 * 2  # ceil(32768 / 1056) attention blocks + 2 state blocks x 3 GDN groups ('align')
+    assert p["max_concurrency"] == round(blocks / per_request, 2)
+    assert p["kv_cache_tokens"] == int(blocks / per_request * 32768)
     assert p["weights_bytes"] == weights
-    assert p["max_concurrency_at_max_model_len"] == min(64, p["kv_cache_tokens"] // 32768)
+    assert p["max_concurrency_at_max_model_len"] == min(64, blocks // per_request)
 
 
-def test_hybrid_state_caps_max_num_seqs():
+def test_max_num_seqs_is_bounded_by_the_block_pool_not_reserved_up_front():
     small = {"count": 1, "memory_mib": 49152, "link": "PHB"}  # 48 GiB
     auto = P.plan(T.gpu_facts_from_spec(small), FP8, max_model_len=32768)
     assert auto["fits"] and auto["max_num_seqs"] < 256
-    too_many = P.plan(T.gpu_facts_from_spec(small), FP8, max_model_len=32768, max_num_seqs=1024)
-    assert not too_many["fits"] and any("state" in r for r in too_many["reasons"])
+    # 1 attention block + 2 state blocks x 3 groups per short sequence
+    assert auto["max_num_seqs"] <= auto["kv_cache_blocks"] // 7
+    too_many = P.plan(T.gpu_facts_from_spec(small), FP8, max_model_len=32768, max_num_seqs=auto["kv_cache_blocks"] + 8)
+    assert not too_many["fits"] and any("refuses to capture CUDA graphs" in r for r in too_many["reasons"])
     assert any("max_num_seqs" in s["set"] for s in too_many["suggestions"])
+    # More than fit at once but fewer than the blocks: vLLM starts, the plan warns.
+    some = P.plan(T.gpu_facts_from_spec(small), FP8, max_model_len=32768,
+                  max_num_seqs=auto["kv_cache_blocks"] // 7 + 10)
+    assert some["fits"] and any(r.startswith("Warning: max_num_seqs") for r in some["reasons"])
 
 
 def test_suggestions_are_changes_that_really_fit():
@@ -222,7 +234,7 @@ def test_plan_playbook_prints_a_table_for_described_hardware(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     rows = report.read_text().splitlines()
-    assert rows[0].startswith("| hardware |") and len(rows) == 2 + 5 * 3
+    assert rows[0].startswith("| hardware |") and len(rows) == 2 + 10 * 3
     assert "| 2x H200 NVLink | Qwen/Qwen3.5-35B-A3B-FP8 | yes | 2 x TP1 |" in report.read_text()
     assert "| 1x RTX 4090 | Qwen/Qwen3.5-35B-A3B | no" in report.read_text()
 

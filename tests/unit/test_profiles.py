@@ -75,7 +75,7 @@ def test_default_args_follow_the_recipe(pid):
         assert flag not in args, flag  # opt-in features; checkpoints carry their own quantization config
     assert not SERVE_ROLE_OWNS & set(args)
     assert args["max-model-len"] == 65536 and args["gpu-memory-utilization"] == 0.9
-    assert args["tensor-parallel-size"] == 1 and args["max-num-seqs"] == p["max_num_seqs"]
+    assert args["tensor-parallel-size"] == p["tensor_parallel_size"] and args["max-num-seqs"] == p["max_num_seqs"]
     for k in p["vllm_args"]:
         assert k == k.lower() and not k.startswith("-") and "_" not in k
 
@@ -199,3 +199,37 @@ def test_model_directory_reading(tmp_path):
         M.profile_from_model_dir(config, name="x")
     with pytest.raises(M.ProfileError, match="no config.json"):
         M.read_model_dir(str(tmp_path / "nothing"))
+
+
+def test_variants_extend_the_base_checkpoint_and_hold_only_their_differences():
+    # The serving features and the architecture are written once (the BF16 profile) and shared.
+    base, fp8, int4 = (PROFILES[p] for p in QWEN)
+    for v in (fp8, int4):
+        assert v["extends"] == base["id"] and v["serving"] == base["serving"]
+        assert v["config"]["text_config"] == base["config"]["text_config"]
+        with open(v["path"]) as fh:
+            raw = yaml.safe_load(fh)
+        assert "serving" not in raw and "text_config" not in raw["config"]
+    assert fp8["arch"]["quant_method"] == "fp8" and int4["arch"]["quant_method"] == "gptq"
+    assert base["arch"]["quant_method"] is None
+    assert int4["mtp_weights_bytes"] == base["mtp_weights_bytes"]  # inherited
+    assert fp8["mtp_weights_bytes"] == 850000000  # its own
+
+
+def test_extends_must_name_a_profile_of_the_directory_and_not_loop(tmp_path):
+    (tmp_path / "a--x.yml").write_text(yaml.safe_dump({"id": "a/x", "extends": "a/missing", "variant": "v"}))
+    with pytest.raises(M.ProfileError, match="extends 'a/missing'"):
+        M.load_profiles(str(tmp_path))
+    (tmp_path / "a--x.yml").write_text(yaml.safe_dump({"id": "a/x", "extends": "a/y"}))
+    (tmp_path / "a--y.yml").write_text(yaml.safe_dump({"id": "a/y", "extends": "a/x"}))
+    with pytest.raises(M.ProfileError, match="extends it back"):
+        M.load_profiles(str(tmp_path))
+
+
+def test_a_users_profile_directory_may_extend_the_collections_profiles(tmp_path):
+    (tmp_path / "acme--qwen-fp8-local.yml").write_text(yaml.safe_dump(
+        {"id": "acme/qwen-fp8-local", "extends": "Qwen/Qwen3.5-35B-A3B-FP8", "weights_bytes": 37000000000}))
+    extra = M.load_profiles(str(tmp_path), bases=PROFILES)
+    p = extra["acme/qwen-fp8-local"]
+    assert p["weights_bytes"] == 37000000000 and p["arch"]["quant_method"] == "fp8"
+    assert p["serving"] == PROFILES["Qwen/Qwen3.5-35B-A3B"]["serving"]

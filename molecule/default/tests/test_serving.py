@@ -78,3 +78,36 @@ def test_recovers_from_unit_restart(host):
     elapsed = wait_healthy(host)
     print("systemctl restart: %.1fs until healthy" % (time.monotonic() - started + elapsed))
     assert host.service(UNIT).is_running
+
+
+def test_no_route_answers_without_the_key_from_the_network(host):
+    """Every route of the server's own /openapi.json, from another container on the test network, no key."""
+    import os
+    import subprocess
+    import sys
+    sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
+    import security_probe
+    spec = json.loads(host.check_output("curl -fsS http://127.0.0.1:18000/openapi.json"))
+    name = host.backend.get_hostname()
+    ip = subprocess.run(["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", name],
+                        capture_output=True, text=True, check=True).stdout.strip()
+    network = subprocess.run(["docker", "inspect", "-f", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}",
+                              name], capture_output=True, text=True, check=True).stdout.strip()
+    edge, replica = "http://%s:8000" % ip, "http://%s:18000" % ip
+    report = security_probe.run_in_container(network, os.environ["MOLECULE_HOST_IMAGE"], spec, [edge, replica], "tiny")
+    print("route probe: %d routes, %d requests, reachable %s, violations %d" % (
+        len(security_probe.routes(spec)), report["requests"], report["reachable_targets"], len(report["violations"])))
+    assert report["reachable_targets"] == [edge], "vLLM's own port must not be reachable from the network"
+    assert report["violations"] == [], report["violations"]
+
+
+def test_recovers_when_vllm_exits_0(host):
+    """vLLM stopping by itself with exit code 0 (a clean shutdown nobody asked for) is restarted too."""
+    restarts = int(host.check_output("systemctl show -p NRestarts --value %s" % UNIT) or 0)
+    host.run_expect([0], "docker kill --signal TERM llmfleet-vllm-0")
+    host.run_expect([0], "timeout 120 docker wait llmfleet-vllm-0")
+    code = host.check_output("docker inspect -f '{{.State.ExitCode}}' llmfleet-vllm-0").strip()
+    time.sleep(2)
+    elapsed = wait_healthy(host, timeout=300)
+    print("recovery after vLLM exited %s: %.1fs to healthy" % (code, elapsed))
+    assert int(host.check_output("systemctl show -p NRestarts --value %s" % UNIT)) > restarts

@@ -144,14 +144,29 @@ def record(key, value):
     print("%s: %s" % (key, json.dumps(value)))
 
 
-def test_replicas_listen_on_their_private_address_only():
+def test_vllm_listens_on_loopback_and_the_edge_on_the_private_address():
     for host in GPUS:
         ip = address(host)
         ports = on(host, "docker port llmfleet-vllm-0").stdout.split()
-        assert ports[-1] == "%s:8000" % ip, ports
-        # Not on loopback or any other address of the host: only the private network reaches vLLM.
+        assert ports[-1] == "127.0.0.1:18000", ports
+        # vLLM itself: loopback only. The host's edge (key + route gate): the private address only.
+        assert on(EDGE, "curl -s -o /dev/null -m 3 http://%s:18000/health" % ip, check=False).returncode != 0
         assert on(host, "curl -s -o /dev/null -m 3 http://127.0.0.1:8000/health", check=False).returncode != 0
         assert on(EDGE, "curl -fsS -o /dev/null -m 5 http://%s:8000/health" % ip, check=False).returncode == 0
+
+
+def test_no_route_answers_without_the_key_from_the_network():
+    """Every route of vLLM's own /openapi.json, without a key, from another container on the network: the
+    balancer, each host's edge and each replica's own port answer 2xx to nothing but GET /health."""
+    sys.path.insert(0, os.path.join(PROJECT, "tests"))
+    import security_probe
+    spec = json.loads(on(GPUS[0], "curl -fsS http://127.0.0.1:18000/openapi.json").stdout)
+    targets = [balancer_url()] + ["http://%s:%d" % (address(h), p) for h in GPUS for p in (8000, 18000)]
+    report = security_probe.run_in_container(NETWORK, os.environ["MOLECULE_HOST_IMAGE"], spec, targets, MODEL)
+    record("route_probe", {"routes": len(security_probe.routes(spec)), "requests": report["requests"],
+                           "reachable": report["reachable_targets"], "violations": report["violations"]})
+    assert sorted(report["reachable_targets"]) == sorted([balancer_url()] + ["http://%s:8000" % address(h) for h in GPUS])
+    assert report["violations"] == [], report["violations"]
 
 
 def test_balancer_enforces_the_key_and_hides_vllm_internals():
