@@ -97,7 +97,9 @@ def main():
             return 1
         pull = roles.get("vllm_image", 0.0)
         weights = roles.get("model_weights", 0.0)
-        healthy = tasks.get("Enable and start each replica (systemd waits until /health answers)", 0.0)
+        # The serve task that starts (or restarts) each replica; systemd returns once /health answers.
+        healthy = tasks.get("Enable each replica and start it, or restart it where its configuration is not what it runs",
+                            tasks.get("Enable and start each replica (systemd waits until /health answers)", 0.0))
         rc2, warm, changed2, _, _ = run_site(inventory, env)
         p1 = cold / (max(pull, weights) + healthy)
         print(json.dumps({
