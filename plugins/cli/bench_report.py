@@ -1,3 +1,7 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Render a benchmark report from `vllm bench serve` result files.
 
     python -m llmfleet_cli.bench_report RESULTS_DIR [--out DIR] [--slo ttft_p99_ms=300 ...]
