@@ -22,6 +22,7 @@ from ansible.utils.display import Display
 
 display = Display()
 
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("jid", "progress_file", "poll_interval", "timeout"))

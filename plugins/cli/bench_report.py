@@ -87,7 +87,7 @@ def plan_caption(plan: dict, rows: list[dict]) -> str:
         parts.append(str(plan["accelerator"]).upper())
     image = str(plan.get("image") or "")
     if image:
-        parts.append(image.split("/")[-1].split("@")[0] + (" (pinned by digest)" if "@sha256:" in image else ""))
+        parts.append(image.rsplit("/", maxsplit=1)[-1].split("@", maxsplit=1)[0] + (" (pinned by digest)" if "@sha256:" in image else ""))
     if rows and rows[0].get("input_len") and rows[0].get("output_len"):
         parts.append("%d in / %d out tokens" % (rows[0]["input_len"], rows[0]["output_len"]))
     return "  \u00b7  ".join(p for p in parts if p)

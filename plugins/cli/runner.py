@@ -283,7 +283,7 @@ def scrub_tree(root: Path, secrets: list[str]) -> list[str]:
         return hits
     needles = []
     for secret in secrets:
-        for form in {secret, json.dumps(secret)[1:-1]}:
+        for form in sorted({secret, json.dumps(secret)[1:-1]}):
             needles.append(form.encode("utf-8"))
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         data = path.read_bytes()

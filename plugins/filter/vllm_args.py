@@ -15,13 +15,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import (
     replica_specs,
 )
 
-DOCUMENTATION_VLLM_ARGV = """
-name: vllm_argv
-short_description: Render a dict of vLLM flags as an argv list.
-description:
-  - True becomes --flag, False --no-flag, None is dropped, a dict one JSON argument, a list a repeated flag.
-  - Keys are written kebab-case and sorted, so the same dict always renders the same command line.
-"""
+# Each filter's documentation: plugins/filter/<filter name>.yml.
 
 
 def vllm_argv(flags):

@@ -435,7 +435,7 @@ def comparison_text(comparison):
         for f in level["fields"]:
             mark = "" if f["better"] is None else ("  better" if f["better"] else "  WORSE")
             lines.append("  %-20s %12s -> %12s  %8s%s" % (f["field"], _fmt_sig(f["before"]), _fmt_sig(f["after"]),
-                                                        _fmt_ratio(f["ratio"]), mark))
+                                                          _fmt_ratio(f["ratio"]), mark))
     if comparison["only_before"] or comparison["only_after"]:
         lines.append("levels in only one run: before %s, after %s" % (comparison["only_before"], comparison["only_after"]))
     return "\n".join(lines)

@@ -777,7 +777,8 @@ def diagnose_replica(evidence, context=None, raw_limit=40):
     """Classify everything collected for one replica.
 
     evidence keys (all optional): replica, unit, unit_state (dict of systemctl show properties) or
-    unit_show (its text), container, inspect (docker inspect object) or inspect_json (its text), journal, container_log, container_stderr, model_dir, model_files,
+    unit_show (its text), container, inspect (docker inspect object) or inspect_json (its text), journal,
+    container_log, container_stderr, model_dir, model_files,
     served_names (list from GET /v1/models), requested_model, extra_text (e.g. a health-gate
     response body), docker_runtimes (list), accelerator ('gpu'|'cpu'), disk (list of {mount, use}).
     Returns {replica, state, findings, report, context}.
@@ -800,7 +801,7 @@ def diagnose_replica(evidence, context=None, raw_limit=40):
     container = ev.get("container") or ""
     if facts.get("oom_killed"):
         lines.append("%s container %s was OOM-killed (exit code %s)" % (EVIDENCE_PREFIX, container,
-                                                                       facts.get("exit_code")))
+                                                                        facts.get("exit_code")))
     for key in ("served_model_name", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "port",
                 "model_path", "image"):
         if facts.get(key) not in (None, "") and key not in ctx:

@@ -112,7 +112,7 @@ def mirror(ref, mirror_host):
     for scheme in ("https://", "http://"):
         if host.startswith(scheme):
             host = host[len(scheme):]
-    domain, _, prefix = host.partition("/")
+    domain, _sep, prefix = host.partition("/")
     if not _DOMAIN_RE.match(domain) or (prefix and not _PATH_RE.match(prefix)):
         raise ImageRefError(
             "vllm_image_registry_mirror %r is not host[:port] or host[:port]/path (e.g. mirror.internal:5000)"

@@ -92,8 +92,8 @@ def normalize_config(config, where="config"):
         full = sum(1 for t in layer_types if t in ("full_attention", "attention", "sliding_attention"))
         linear = sum(1 for t in layer_types if t in ("linear_attention", "mamba", "gated_deltanet"))
         if full + linear != layers:
-            unknown = sorted({t for t in layer_types} - {"full_attention", "attention", "sliding_attention",
-                                                          "linear_attention", "mamba", "gated_deltanet"})
+            unknown = sorted(set(layer_types) - {"full_attention", "attention", "sliding_attention",
+                                                 "linear_attention", "mamba", "gated_deltanet"})
             raise ProfileError("%s: unknown layer_types %s" % (where, unknown))
     elif interval:
         interval = int(interval)

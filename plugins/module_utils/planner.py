@@ -276,7 +276,7 @@ def _kv_from_available(avail, kv_rank, st_rank, max_model_len, max_num_seqs, obj
 
 def _check_version(have, need):
     def t(v):
-        return tuple(int(x) for x in str(v).split("+")[0].split(".")[:3] if x.isdigit())
+        return tuple(int(x) for x in str(v).split("+", maxsplit=1)[0].split(".")[:3] if x.isdigit())
     return t(have) >= t(need)
 
 
@@ -335,8 +335,8 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
                            % (vllm_version, base["min_vllm_version"], profile["id"]))
 
     # Features that change memory (MTP, text-only) are settled first; expert-parallel-dependent ones later.
-    pre, _ = resolve_features(profile, objective, features,
-                              {"expert_parallel": True, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
+    pre, _unused = resolve_features(profile, objective, features,
+                                    {"expert_parallel": True, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
     mtp_on = pre.get("mtp", False)
     text_only = pre.get("text_only", False)
 
@@ -714,4 +714,4 @@ def table_row(hardware, p):
     if not p["fits"] and p.get("suggestions"):
         fits = "no: " + p["suggestions"][0]["text"]
     return "| %s | %s | %s | %s | %s | %s | %s |" % (hardware, s["model"], fits, s["layout"], s["kv_cache_tokens"],
-                                                    s["max_concurrency"], s["max_num_seqs"])
+                                                     s["max_concurrency"], s["max_num_seqs"])

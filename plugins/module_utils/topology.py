@@ -743,7 +743,7 @@ def collect_gpu_facts(run, smi, use_nvml="auto", import_nvml=None, nvswitch_devi
     nvlink_text = smi_run(["nvlink", "-s"], required=False)
     numa = {}
     if read_numa:
-        gpus, _ = parse_query_csv(query)
+        gpus, _warnings = parse_query_csv(query)
         numa = {(g["pci_bus_id"] or "").lower(): read_numa(g["pci_bus_id"]) for g in gpus}
     facts = gpu_facts_from_smi(query, topo_text, xml_text, nvlink_text, nvswitch_devices, numa)
     facts["warnings"] = warnings + facts["warnings"]

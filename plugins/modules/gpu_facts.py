@@ -42,12 +42,21 @@ options:
     type: bool
     default: false
 author:
-  - llmfleet maintainers
-notes:
-  - Supports check mode (it only reads).
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
   check_mode:
     support: full
+    details: It only reads.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""

@@ -31,7 +31,6 @@ description:
     space of O(dest)'s filesystem; a rotational disk under O(dest) is a warning, or a failure with O(require_ssd)."
   - Progress is written once a second as JSON to O(progress_file) (bytes, percent, rate, ETA) so a play
     running this module with C(async) can show it while it runs.
-  - Supports check mode: reports what would be fetched and how big it is, changes nothing.
 options:
   source:
     description: Where the weights come from. C(local) is a directory already on the host (O(local_path)),
@@ -111,7 +110,29 @@ options:
     type: int
     default: 8
 author:
-  - llmfleet authors
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+  - ansible.builtin.action_common_attributes.flow
+attributes:
+  check_mode:
+    support: full
+    details: Reports what would be fetched and how big it is (RV(files_to_fetch), RV(bytes_to_fetch)); changes nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action:
+    support: none
+  async:
+    support: full
+    details: Run it with C(async) and C(poll=0), then follow it with M(llmfleet.vllm.model_fetch_wait).
+  bypass_host_loop:
+    support: none
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""
@@ -745,7 +766,7 @@ def run(module):
     elif src == "archive":
         ast = os.stat(p["archive_path"])
         identity["origin"] = p["origin"] or "%s:%d:%d" % (os.path.normpath(p["archive_path"]), ast.st_size,
-                                                        int(ast.st_mtime))
+                                                          int(ast.st_mtime))
 
     # 2. An existing dest that already is this model: nothing to do.
     dest_marker = _read_json(os.path.join(dest, W.MARKER_NAME), None) if os.path.isdir(dest) else None

@@ -57,7 +57,21 @@ options:
     type: str
     default: nvidia-fabricmanager
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: It only reads.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""
