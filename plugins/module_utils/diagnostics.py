@@ -32,6 +32,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils.nvidia_driver import CUDA_MIN_DRIVER
+
 EVIDENCE_PREFIX = "[llmfleet]"
 
 # Minimum vLLM release per architecture (config.json "architectures"), with sources.
@@ -67,11 +69,7 @@ ENV_TO_FLAG = {
     "VLLM_HOST": "--host",
 }
 
-# Minimum Linux driver per CUDA version in the image (NVIDIA CUDA Toolkit release notes, MODEL_FACTS 2.6).
-CUDA_MIN_DRIVER = {
-    "13.0": "580.65.06",
-    "12.9": "575.51.03",
-}
+# Minimum Linux driver per CUDA version in the image: one table, nvidia_driver.CUDA_MIN_DRIVER (its source there).
 
 FALLBACKS = {
     "suggested_gpu_memory_utilization": "a lower value (e.g. 0.85)",
