@@ -24,8 +24,12 @@ export LLMFLEET_DIAG_CASE_TIMEOUT ?= 240
 # full-deployment fault and secrets-audit tests (LLMFLEET_FULL=1): together they double the suite's time.
 SCENARIOS ?= $(shell ls -d molecule/*/ 2>/dev/null | xargs -rn1 basename | grep -vx 'default\|fleet') $(if $(wildcard molecule/default),default)
 FULL_SCENARIOS ?= fleet
+# The host-layer scenarios run again over each further distribution (a test-bed image recipe under tests/images/),
+# with the host image as the distro variable (MOLECULE_HOST_IMAGE), as geerlingguy's roles do with MOLECULE_DISTRO.
+HOST_SCENARIOS ?= docker_engine nvidia_container_toolkit nvidia_driver
+DISTROS ?= debian13-systemd
 
-.PHONY: help venv testbed lint unit sanity install-test molecule integration test test-full demo build clean
+.PHONY: help venv testbed lint unit sanity install-test molecule molecule-distros integration test test-full demo build clean
 help:
 	@echo "make demo   - serve the tiny test model on a local test host (no GPU) and print the endpoint"
 	@echo "make test   - lint (ansible-lint production), unit tests, ansible-test sanity, install test,"
@@ -66,6 +70,14 @@ molecule: testbed
 	failed=""; for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; \
 	  start=$$(date +%s); $(BIN)/molecule test -s $$s || failed="$$failed $$s"; \
 	  echo "=== molecule $$s: $$(( $$(date +%s) - start ))s"; done; \
+	if [ -n "$$failed" ]; then echo "FAILED molecule scenarios:$$failed"; exit 1; fi
+
+molecule-distros: testbed
+	set -a; . $(TESTBED); set +a; \
+	failed=""; for d in $(DISTROS); do image=$$(tests/testbed/image.sh $$d); \
+	  for s in $(HOST_SCENARIOS); do echo "=== molecule test -s $$s on $$d ($$image)"; \
+	    start=$$(date +%s); MOLECULE_HOST_IMAGE=$$image $(BIN)/molecule test -s $$s || failed="$$failed $$s@$$d"; \
+	    echo "=== molecule $$s on $$d: $$(( $$(date +%s) - start ))s"; done; done; \
 	if [ -n "$$failed" ]; then echo "FAILED molecule scenarios:$$failed"; exit 1; fi
 
 integration: testbed
