@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Capacity planner: which GPU layout serves a model, how much KV cache it gets, and the vLLM flags.
 
 Pure functions, no I/O.  Inputs are ``gpu_facts`` (topology.py) and a profile (model_profiles.py).
@@ -406,7 +407,7 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
 
 def _check_version(have, need):
     def t(v):
-        return tuple(int(x) for x in str(v).split("+")[0].split(".")[:3] if x.isdigit())
+        return tuple(int(x) for x in str(v).split("+", maxsplit=1)[0].split(".")[:3] if x.isdigit())
     return t(have) >= t(need)
 
 
@@ -1011,4 +1012,4 @@ def table_row(hardware, p):
     if not p["fits"] and p.get("suggestions"):
         fits = "no: " + p["suggestions"][0]["text"]
     return "| %s | %s | %s | %s | %s | %s | %s |" % (hardware, s["model"], fits, s["layout"], s["kv_cache_tokens"],
-                                                    s["max_concurrency"], s["max_num_seqs"])
+                                                     s["max_concurrency"], s["max_num_seqs"])
