@@ -266,7 +266,7 @@ def load_profiles(directory, bases=None):
             raise ProfileError("%s: duplicate profile id %s" % (path, data["id"]))
         raw[data["id"]] = (data, path)
     profiles = {}
-    for pid, (_, path) in raw.items():
+    for pid, (_unused, path) in raw.items():
         p = validate_profile(_resolve_extends(raw, pid, bases=bases), where=path)
         p["path"] = path
         profiles[pid] = p

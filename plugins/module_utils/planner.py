@@ -317,6 +317,7 @@ def _pack_pcie(gpus, links, usable, t):
         groups.append(sorted(g))
     return groups
 
+
 def _worst_link(group, links):
     if len(group) < 2:
         return None
@@ -521,9 +522,9 @@ def _layout_options(profile, objective, features, kv_dtype_bytes):
     """The feature-dependent inputs of the memory model and the KV layout (MTP, text-only, eager, prefix
     caching), settled before expert parallelism is known."""
     arch = profile["arch"]
-    pre, _ = resolve_features(profile, objective, features,
-                              {"expert_parallel": True, "hybrid": arch["linear_attention_layers"] > 0,
-                               "mtp_layers": arch["mtp_layers"]})
+    pre, _unused = resolve_features(profile, objective, features,
+                                    {"expert_parallel": True, "hybrid": arch["linear_attention_layers"] > 0,
+                                     "mtp_layers": arch["mtp_layers"]})
     mtp_on = pre.get("mtp", False)
     return dict(mtp_on=mtp_on, text_only=pre.get("text_only", False), enforce_eager=_eager(profile, pre),
                 prefix_caching=_prefix_caching_on(profile, pre),
@@ -739,7 +740,8 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
             reasons.append("The number of replicas (%d) was set by the user." % replicas_forced)
         tp2 = [c for c in candidates if c["t"] == 2 and c["eval"]["fits"]]
         if tp2 and chosen["t"] != 2:
-            held = lambda c: len(c["groups"]) * min(c["eval"]["max_concurrency"], c["eval"]["max_num_seqs"])  # noqa
+            def held(c):
+                return len(c["groups"]) * min(c["eval"]["max_concurrency"], c["eval"]["max_num_seqs"])
             if held(chosen) < held(tp2[0]):
                 reasons.append("%s holds fewer full-context sequences than %s, but scores higher: the TP2 layout "
                                "holds only %.0f%% more sequences and would pay the all-reduce discount (x %.2f) "
