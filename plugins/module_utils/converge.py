@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """What a replica runs now versus what it should run, and who holds its port. Pure functions, no I/O.
 
   listening_ports(text)         TCP ports in LISTEN state in /proc/net/tcp + tcp6 text
@@ -53,7 +54,7 @@ def listening_entries(text):
 
 def listening_sockets(text):
     """(address, port) of every socket in LISTEN state (st 0A) in /proc/net/tcp and /proc/net/tcp6 text."""
-    return set((addr, port) for addr, port, _ in listening_entries(text))
+    return set((addr, port) for addr, port, _unused in listening_entries(text))
 
 
 def unit_of_cgroup(text, units_prefixes=("llmfleet-edge.service", "llmfleet-vllm@")):
@@ -67,7 +68,7 @@ def unit_of_cgroup(text, units_prefixes=("llmfleet-edge.service", "llmfleet-vllm
 
 def listening_ports(text):
     """Ports with a socket in LISTEN state in the text of /proc/net/tcp and /proc/net/tcp6."""
-    return set(port for _, port in listening_sockets(text))
+    return set(port for _unused, port in listening_sockets(text))
 
 
 WILDCARDS = ("0.0.0.0", "::", "0:0:0:0:0:0:0:0", "")

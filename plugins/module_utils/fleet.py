@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The fleet in front of the replicas: balancer backends, scrape targets, HAProxy state (pure functions, no I/O).
 
 Input is what each serving host's vllm_server role wrote to /etc/llmfleet/serving.json, one "member" per

@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import absolute_import, division, print_function
 
@@ -19,8 +20,7 @@ description:
     source, that the repository and revision exist on the configured endpoint and that the endpoint is a hub of
     the configured kind (a ModelScope source pointed at a Hugging Face endpoint is named as such).
   - A hub the controller cannot reach gives a warning, not a failure (the hosts may reach it; they check again).
-version_added: "0.2.0"
-author: llmfleet.vllm contributors
+version_added: "0.1.0"
 options:
   checks:
     description:
@@ -61,6 +61,22 @@ options:
     description: Seconds for each hub request.
     type: int
     default: 10
+author:
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: It only reads; the hub is asked in check mode too.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""

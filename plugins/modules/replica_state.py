@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import absolute_import, division, print_function
 
@@ -22,8 +23,7 @@ description:
     vLLM's own behind it (its port + O(port_offset), on O(bind_address)).
   - With O(model_dir), also lists what that directory lacks for vLLM (config.json, tokenizer files, shards).
   - Hosts without systemd units or Docker yet (a fresh host in preflight) report no unit and no container.
-version_added: "0.2.0"
-author: llmfleet.vllm contributors
+version_added: "0.1.0"
 options:
   replicas:
     description: The replicas as the serve role renders them, each with C(name) and C(port).
@@ -78,6 +78,22 @@ options:
     description: Require tokenizer files in O(model_dir) (off when C(--tokenizer) points elsewhere).
     type: bool
     default: true
+author:
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: It only reads.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""
@@ -206,7 +222,7 @@ def main():
     )
     p = module.params
     listening = listening_entries(_read("/proc/net/tcp") + "\n" + _read("/proc/net/tcp6"))
-    owners = _socket_owners([inode for _, _, inode in listening])
+    owners = _socket_owners([inode for _unused, _unused, inode in listening])
 
     containers = {}
     docker = module.get_bin_path(p["docker_bin"])
@@ -284,7 +300,7 @@ def main():
                                                 check_tokenizer=p["check_tokenizer"])
 
     module.exit_json(changed=False, replicas=result_replicas, restart=restart,
-                     listening_ports=sorted(set(port for _, port, _ in listening)),
+                     listening_ports=sorted(set(port for _unused, port, _unused in listening)),
                      model_problems=model_problems)
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import absolute_import, division, print_function
 
@@ -21,7 +22,6 @@ description:
     (C(vllm.envs.environment_variables), read once per image ID and cached like the help text).
   - Never changes the host except for the cache files (not written in check mode).
 version_added: "0.1.0"
-author: llmfleet.vllm contributors
 options:
   image:
     description: The image reference the service runs (tag or digest); it must be present on the host.
@@ -84,6 +84,22 @@ options:
     description: Seconds allowed for each throw-away container.
     type: int
     default: 180
+author:
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: The help-text cache is not written in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """P1 / P2: how close a cold site.yml comes to its unavoidable work, and what an idempotent re-run costs.
 
     P1 = cold site.yml wall time / (max(image pull, weight placement) + time to healthy)
@@ -36,15 +36,15 @@ def load_env(path):
 
 
 def start_host(image):
-    subprocess.run(["docker", "rm", "-f", HOST], capture_output=True)
+    subprocess.run(["docker", "rm", "-f", HOST], capture_output=True, check=False)
     subprocess.run(["docker", "run", "-d", "--name", HOST, "--hostname", HOST, "--cap-add", "SYS_ADMIN",
                     "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined", "--security-opt",
                     "apparmor=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
                     "-v", "/var/lib/docker", "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
                     image, "/lib/systemd/systemd"], check=True, capture_output=True)
-    for _ in range(60):
+    for _unused in range(60):
         state = subprocess.run(["docker", "exec", HOST, "systemctl", "is-system-running"],
-                               capture_output=True, text=True).stdout.strip()
+                               capture_output=True, text=True, check=False).stdout.strip()
         if state in ("running", "degraded"):
             return
         time.sleep(1)
@@ -100,7 +100,7 @@ def main():
         # The serve task that starts (or restarts) each replica; systemd returns once /health answers.
         healthy = tasks.get("Enable each replica and start it, or restart it where its configuration is not what it runs",
                             tasks.get("Enable and start each replica (systemd waits until /health answers)", 0.0))
-        rc2, warm, changed2, _, _ = run_site(inventory, env)
+        rc2, warm, changed2, _unused, _unused = run_site(inventory, env)
         p1 = cold / (max(pull, weights) + healthy)
         print(json.dumps({
             "cold_wall_s": round(cold, 1), "image_pull_s": round(pull, 1), "weight_placement_s": round(weights, 1),
@@ -113,7 +113,7 @@ def main():
         return 0 if rc2 == 0 and changed2 == 0 else 1
     finally:
         if not args.keep:
-            subprocess.run(["docker", "rm", "-f", HOST], capture_output=True)
+            subprocess.run(["docker", "rm", "-f", HOST], capture_output=True, check=False)
         shutil.rmtree(inventory, ignore_errors=True)
         shutil.rmtree(key_dir, ignore_errors=True)
 

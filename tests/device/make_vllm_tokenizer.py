@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Write a stand-in tokenizer for Qwen3.5-35B-A3B with random (dummy) weights: a WordLevel vocabulary that
 covers all 248,320 token ids of the model, the special tokens vLLM's chat path and the qwen3 reasoning parser
 look up (<|im_start|>, <|im_end|> = eos id 248044, <think>, </think>), and a ChatML chat template.
@@ -40,7 +40,7 @@ def main(out):
     from tokenizers import Tokenizer, models, pre_tokenizers, AddedToken
 
     vocab = {}
-    regular = [c for c in string.printable if not c.isspace()] + [w for w in WORDS]
+    regular = [c for c in string.printable if not c.isspace()] + list(WORDS)
     seen = set()
     ids = iter(i for i in range(VOCAB_SIZE) if i not in SPECIAL)
     for tok in regular:
@@ -55,7 +55,7 @@ def main(out):
     assert len(vocab) == VOCAB_SIZE and sorted(vocab.values()) == list(range(VOCAB_SIZE))
     tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for _, t in sorted(SPECIAL.items())])
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for _unused, t in sorted(SPECIAL.items())])
     os.makedirs(out, exist_ok=True)
     tk.save(os.path.join(out, "tokenizer.json"))
     config = {

@@ -24,7 +24,6 @@
 # imports every quantization backend) and the generated tokenizer (make_vllm_tokenizer.py): serve needs one, and
 # so does offline, since the rendered --reasoning-parser qwen3 refuses --skip-tokenizer-init.
 set -u -o pipefail
-here=$(cd "$(dirname "$0")" && pwd)
 STAGE=${STAGE:-/root/stage}
 LOGS=$STAGE/logs
 PY=${PYTHON:-python3}
@@ -51,9 +50,9 @@ PY
 }
 
 gpu_idle() {  # wait until the previous engine released the GPU
-  local i used=
+  local used=
   command -v nvidia-smi > /dev/null || return 0
-  for i in $(seq 1 30); do
+  for _ in $(seq 1 30); do
     used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
     [ -n "$used" ] && [ "$used" -lt 2000 ] && return 0
     sleep 2
@@ -160,7 +159,7 @@ case ${1:-} in
     done
     "$PY" "$STAGE/kit/make_vllm_tokenizer.py" "$STAGE/model/bf16" >> "$LOGS/install.log" 2>&1
     cp "$STAGE"/model/bf16/tok*.json "$STAGE"/model/bf16/special_tokens_map.json "$STAGE/model/fp8/"
-    note "start: installed in $((SECONDS - t0)) s; $(ls "$STAGE/site" | wc -l) entries in site"
+    note "start: installed in $((SECONDS - t0)) s; $(find "$STAGE/site" -mindepth 1 -maxdepth 1 | wc -l) entries in site"
     setsid nohup bash "$STAGE/kit/run_vllm_engine.sh" all > "$LOGS/all.out" 2>&1 < /dev/null &
     echo "started all, pid $!" ;;
   wait)

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Read the logs of tests/device/run_vllm_engine.sh and print one JSON object per log (a list), or with --markdown a
 table: the case, the rendered argv, what vLLM logged (weights, available KV memory, attention block size, KV tokens,
 maximum concurrency, init time), the startup, the throughput run and the serve client's answers.

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """From a `pip install --dry-run --report` of vLLM's requirements, print NAME==VERSION for each package the lent
 GPU machine's image lacks (the image's package list is KINDS.md's, read 2026-11-17; CUDA libraries and torch's
 own dependencies are there too).  Used by stage_vllm_engine.sh."""

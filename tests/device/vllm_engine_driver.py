@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Drive the real vLLM CUDA engine with the collection's rendered arguments (run by tests/device/run_vllm_engine.sh
 on the lent GPU machine; see tests/device/README.md).
 
@@ -111,7 +111,7 @@ def offline(args):
         n, n_in, n_out = (int(x) for x in args.bench.split(","))
         import random
         rng = random.Random(0)
-        prompts = [TokensPrompt(prompt_token_ids=[rng.randrange(0, 200000) for _ in range(n_in)]) for _ in range(n)]
+        prompts = [TokensPrompt(prompt_token_ids=[rng.randrange(0, 200000) for _i in range(n_in)]) for _j in range(n)]
         sp = SamplingParams(temperature=0.0, max_tokens=n_out, ignore_eos=True)
         t3 = time.time()
         outs = llm.generate(prompts, sp, use_tqdm=False)
@@ -141,7 +141,7 @@ def client(args):
     ready = None
     while time.time() - t0 < args.timeout:
         try:
-            status, _ = _http("GET", base + "/health", timeout=5)
+            status, _unused = _http("GET", base + "/health", timeout=5)
             if status == 200:
                 ready = time.time() - t0
                 break
@@ -178,8 +178,8 @@ def client(args):
         ok = ok and status == 200
     try:
         status, text = _http("GET", base + "/metrics", timeout=10)
-        keep = [ln for ln in text.splitlines() if ln.startswith(("vllm:num_gpu_blocks", "vllm:cache_config_info",
-                                                                   "vllm:kv_cache_usage_perc"))]
+        prefixes = ("vllm:num_gpu_blocks", "vllm:cache_config_info", "vllm:kv_cache_usage_perc")
+        keep = [ln for ln in text.splitlines() if ln.startswith(prefixes)]
         emit("CLIENT_JSON", {"step": "metrics", "status": status, "lines": keep[:20]})
     except Exception as exc:  # noqa: BLE001
         emit("CLIENT_JSON", {"step": "metrics", "error": repr(exc)})

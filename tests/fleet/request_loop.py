@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """A bounded request loop against one OpenAI-compatible endpoint (the balancer), counting failures.
 
 At most N requests, over at most T seconds, by W workers; it also stops early when asked (stop event, or
@@ -104,7 +104,7 @@ class RequestLoop:
 
     def start(self):
         self.started = time.monotonic()
-        self._threads = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.workers)]
+        self._threads = [threading.Thread(target=self._worker, daemon=True) for _unused in range(self.workers)]
         for thread in self._threads:
             thread.start()
         return self

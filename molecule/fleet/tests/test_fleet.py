@@ -114,7 +114,7 @@ def playbook(name, *extra):
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
             os.path.join(PROJECT, "playbooks", name)] + list(extra)
     started = time.monotonic()
-    result = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True)
+    result = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
@@ -227,7 +227,7 @@ def test_rolling_upgrade_to_v2_fails_no_request():
     assert loop["ok"] >= 10, loop
     assert sorted(times) == GPUS
     for host in GPUS:
-        ref, _, running = container(host)
+        ref, _unused, running = container(host)
         assert running and digest(ref) == digest(V2), (host, ref)
     wait_all_up()
 
@@ -260,7 +260,7 @@ def test_rollback_puts_the_failed_host_back_on_the_good_version():
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert loop["failed"] == 0, loop
     for host in GPUS:
-        ref, _, running = container(host)
+        ref, _unused, running = container(host)
         assert running and digest(ref) == digest(V2), (host, ref)
     wait_all_up()
 
