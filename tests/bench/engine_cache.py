@@ -77,20 +77,28 @@ def boot_times(container):
     log = subprocess.run(["docker", "exec", HOST, "docker", "logs", "--timestamps", container],
                          capture_output=True, text=True)
     lines = (log.stdout + log.stderr).splitlines()
-    ready = None
+    ready = warmup_start = warmup_end = None
     for line in lines:
+        stamp = line.split(" ", 1)[0]
         if "Application startup complete" in line:
-            ready = parse_ts(line.split(" ", 1)[0])
+            ready = parse_ts(stamp)
+        elif "Warming up model for the compilation" in line or "Starting torch.compile" in line:
+            warmup_start = warmup_start or parse_ts(stamp)
+        elif "Initial profiling/warmup run took" in line:
+            warmup_end = parse_ts(stamp)
     text = "\n".join(lines)
     compile_s = re.findall(r"torch\.compile took ([\d.]+) s in total", text)
     init_s = re.findall(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s", text)
-    from_cache = len(re.findall(r"from the cache", text))
     if ready is None:
         raise RuntimeError("no 'Application startup complete' in the log of %s:\n%s" % (container, text[-3000:]))
     return {"to_ready_s": round(ready - started, 1),
+            # GPU (VLLM_COMPILE mode) prints torch.compile's total; the CPU engine's mode does not: there the
+            # compile + first warm-up run is read between its two log lines.
             "torch_compile_s": float(compile_s[-1]) if compile_s else None,
+            "compile_and_warmup_s": round(warmup_end - warmup_start, 1) if warmup_start and warmup_end else None,
             "init_engine_s": float(init_s[-1]) if init_s else None,
-            "graphs_loaded_from_cache": from_cache}
+            "loaded_from_cache": len(re.findall(r"Directly load", text)),
+            "cache_load_failures": re.findall(r"Compiling model again due to a load failure.*reason: (.*)", text)}
 
 
 def restart(unit):

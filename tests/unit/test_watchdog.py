@@ -142,3 +142,14 @@ def test_a_replica_whose_unit_is_not_active_is_skipped(setup, monkeypatch):
     for _ in range(3):
         watchdog.main()
     assert calls == [] and replica.auth == []
+
+
+def test_the_diagnosis_goes_to_the_journal_line_by_line(setup, capsys, tmp_path):
+    watchdog, replica, calls, config = setup
+    import shutil
+    shutil.copy(os.path.join(ROOT, "plugins", "module_utils", "diagnostics.py"), tmp_path / "llmfleet_diagnostics.py")
+    watchdog.HERE = str(tmp_path)
+    text = watchdog.diagnose({"name": "0", "unit": "llmfleet-vllm@0.service", "container": "llmfleet-vllm-0"},
+                             "replica 0 is hung")
+    assert isinstance(text, str) and "watchdog: replica 0 is hung" in text
+    assert not text.startswith("[")
