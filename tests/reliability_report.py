@@ -33,6 +33,7 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.environ.get("LLMFLEET_RELIABILITY_OUT", os.path.join(TOP, ".cache", "reliability"))
 SUITE = ["tests/integration/test_bad_inputs.py", "tests/integration/test_faults.py",
+         "tests/integration/test_watchdog.py",
          "tests/integration/test_security.py", "tests/integration/test_secrets_audit.py"]
 WEIGHTS_FAULTS = "tests/integration/test_model_fetch_faults.py"
 # Which weights test covers which fault of issue 9.
@@ -115,7 +116,8 @@ def main():
     junit = os.path.join(OUT, "weights-faults.xml")
     if not args.collect:
         os.makedirs(OUT, exist_ok=True)
-        for name in ("bad_inputs.json", "faults.json", "secrets_audit.json", "security.json", "convergence.json"):
+        for name in ("bad_inputs.json", "faults.json", "secrets_audit.json", "security.json", "convergence.json",
+                     "watchdog.json"):
             if os.path.exists(os.path.join(OUT, name)):
                 os.remove(os.path.join(OUT, name))
         pytest(SUITE[:1] if args.bad_inputs_only else SUITE, env)
@@ -147,6 +149,7 @@ def main():
     rows = [(name, r["survived"], detail(r)) for name, r in faults["faults"].items() if "changed" not in r]
     # Not a fault: the check after them (a re-converge finds every final path complete: changed=0).
     after = [(name, r["survived"], detail(r)) for name, r in faults["faults"].items() if "changed" in r]
+    rows += [(name, r["survived"], detail(r)) for name, r in (load("watchdog.json") or {"faults": {}})["faults"].items()]
     rows += [(name.replace("_", " "), r["survived"], detail(r)) for name, r in security["checks"].items()
              if "survived" in r]
     rows += weights_faults(junit)

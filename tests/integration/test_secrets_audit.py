@@ -95,6 +95,7 @@ def audit(d):
     found["/etc/llmfleet (env file and edge key list excluded)"] = host_grep(
         ["/etc/llmfleet"], exclude=["vllm-*.env", "edge-api-keys.lst"])
     found["/var/log, /root, /tmp on the host"] = host_grep(["/var/log", "/root", "/tmp"])
+    found["/var/cache/llmfleet (engine caches) and /var/lib/llmfleet"] = host_grep(["/var/cache/llmfleet", "/var/lib/llmfleet"])
     cmdlines = host_text("sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null")
     found["/proc/*/cmdline on the host"] = {"cmdlines": count_in_text(cmdlines)} if count_in_text(cmdlines) else {}
     ids = containers()

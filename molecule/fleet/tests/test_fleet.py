@@ -21,6 +21,7 @@ PROJECT = os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(PROJECT, "tests", "fleet"))
 from request_loop import RequestLoop  # noqa: E402
+from stream_loop import StreamLoop  # noqa: E402
 
 API_KEY = "llmfleet-sentinel-api-key-4f1c"
 MODEL = "tiny"
@@ -34,6 +35,9 @@ BROKEN = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_BROKEN_FROM_HOSTS", "")
 # Bounds of the request loop that runs during each roll: at most this many requests, for at most this long.
 LOOP_REQUESTS = int(os.environ.get("LLMFLEET_FLEET_LOOP_REQUESTS", "3000"))
 LOOP_SECONDS = float(os.environ.get("LLMFLEET_FLEET_LOOP_SECONDS", "900"))
+# Long streams in flight during each roll: tokens per stream (hundreds), and parallel streams.
+STREAM_TOKENS = int(os.environ.get("LLMFLEET_FLEET_STREAM_TOKENS", "300"))
+STREAM_WORKERS = int(os.environ.get("LLMFLEET_FLEET_STREAM_WORKERS", "2"))
 REPORT = os.path.join(PROJECT, ".cache", "fleet-report.json")
 RESULTS = {}
 
@@ -120,13 +124,17 @@ def playbook(name, *extra):
 
 
 def roll_under_load(*extra):
-    """Run upgrade.yml while a bounded request loop goes through the balancer; (playbook result, loop summary)."""
+    """Run upgrade.yml while a bounded request loop and long streams go through the balancer;
+    (playbook result, loop summary). The streams' summary is the loop summary's "streams" entry."""
     loop = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=LOOP_REQUESTS, max_seconds=LOOP_SECONDS,
                        workers=2, pause=0.2, timeout=60).start()
+    streams = StreamLoop(balancer_url() + "/v1", MODEL, API_KEY, workers=STREAM_WORKERS, max_tokens=STREAM_TOKENS,
+                         max_seconds=LOOP_SECONDS, timeout=300).start()
     try:
         result = playbook("upgrade.yml", *extra)
     finally:
         summary = loop.stop()
+        summary["streams"] = streams.stop()
     return result, summary
 
 
@@ -225,6 +233,9 @@ def test_rolling_upgrade_to_v2_fails_no_request():
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert loop["failed"] == 0, loop
     assert loop["ok"] >= 10, loop
+    # Streams of hundreds of tokens were in flight on the hosts as they were drained: none cut, none failed.
+    assert loop["streams"]["cut"] == 0 and loop["streams"]["failed"] == 0, loop["streams"]
+    assert loop["streams"]["ok"] >= 2, loop["streams"]
     assert sorted(times) == GPUS
     for host in GPUS:
         ref, _unused, running = container(host)
@@ -250,6 +261,7 @@ def test_broken_image_stops_the_roll_at_the_first_host():
     assert container(GPUS[1]) == gpu2_before and digest(gpu2_before[0]) == digest(V2)
     assert loop["failed"] == 0, loop
     assert loop["ok"] >= 5, loop
+    assert loop["streams"]["cut"] == 0 and loop["streams"]["failed"] == 0, loop["streams"]
 
 
 def test_rollback_puts_the_failed_host_back_on_the_good_version():
@@ -259,10 +271,53 @@ def test_rollback_puts_the_failed_host_back_on_the_good_version():
                               "seconds_per_host": {h: t[0] for h, t in times.items()}})
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert loop["failed"] == 0, loop
+    assert loop["streams"]["cut"] == 0 and loop["streams"]["failed"] == 0, loop["streams"]
     for host in GPUS:
         ref, _unused, running = container(host)
         assert running and digest(ref) == digest(V2), (host, ref)
     wait_all_up()
+
+
+FIND_ENGINE = ("import os\n"
+               "for p in os.listdir('/proc'):\n"
+               "    if not p.isdigit(): continue\n"
+               "    try: t = open('/proc/%s/cmdline' % p, 'rb').read() + open('/proc/%s/comm' % p, 'rb').read()\n"
+               "    except OSError: continue\n"
+               "    if b'EngineCore' in t: print(p)\n")
+
+
+def test_a_frozen_engine_leaves_the_balancer_within_seconds_and_the_watchdog_brings_it_back():
+    """SIGSTOP of gpu1's engine core: its /health still says 200, the balancer's completion check takes it out of
+    rotation within (fall x interval) + timeout, the host's watchdog restarts it, it comes back UP; gpu2 untouched."""
+    wait_all_up()
+    server = "%s-0" % GPUS[0]
+    gpu2_before = container(GPUS[1])
+    pids = run("docker", "exec", GPUS[0], "docker", "exec", "llmfleet-vllm-0", "python3", "-c", FIND_ENGINE).stdout.split()
+    assert pids, "no EngineCore process on %s" % GPUS[0]
+    started = time.monotonic()
+    on(GPUS[0], "docker exec llmfleet-vllm-0 kill -STOP %s" % " ".join(pids))
+    health = on(GPUS[0], "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:18000/health",
+                check=False).stdout
+    out_s = back_s = None
+    while time.monotonic() - started < 600:
+        status = servers()[server]["status"]
+        if out_s is None and status.startswith("DOWN"):
+            out_s = time.monotonic() - started
+        if out_s is not None and status == "UP":
+            back_s = time.monotonic() - started
+            break
+        time.sleep(1)
+    # While one replica is out, the other serves every request.
+    ok = http(balancer_url() + "/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 1}, key=API_KEY)[0]
+    journal = on(GPUS[0], "journalctl --no-pager -o cat -u llmfleet-watchdog.service", check=False).stdout
+    record("frozen_engine", {"health_while_frozen": health, "out_of_balancer_s": out_s and round(out_s, 1),
+                             "back_up_s": back_s and round(back_s, 1), "served_meanwhile": ok})
+    assert health == "200", "the fault did not reproduce a hang behind a healthy /health"
+    assert out_s is not None and out_s <= 20, "still in rotation %s s after the freeze" % out_s
+    assert back_s is not None, "not back UP after the watchdog's restart:\n%s" % journal[-3000:]
+    assert "is hung" in journal, journal[-3000:]
+    assert ok == 200
+    assert container(GPUS[1]) == gpu2_before
 
 
 def test_prometheus_sees_every_target_up_after_the_rolls():
