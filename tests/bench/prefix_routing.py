@@ -3,10 +3,10 @@
 
 A multi-turn chat workload goes through the fleet balancer once per policy: C conversations of T turns, every turn
 resending the whole history (a shared system prompt, the conversation's own first question with a nonce unique to
-the run, then each earlier answer and follow-up). Turn 1 of every conversation runs first (W at a time); then W
-conversations at a time run their turns 2..T one after the other, as chat clients do.
+the run, then each earlier answer and follow-up). Turn by turn: every conversation's turn t, W requests in flight,
+then turn t + 1 (a conversation's next turn comes after the other conversations' turns, as with many users).
 Per policy it reads vLLM's own counters on every replica (vllm:prefix_cache_queries_total / _hits_total, in
-tokens; through each host's edge with the API key) before turn 1, after turn 1 and at the end, and measures every
+tokens; through each host's edge with the API key) before turn 1 and after every turn, and measures every
 turn's time to first token (streamed). Printed side by side: the later turns' (2..T) hit rate, TTFT p50 / p99,
 requests/s and output tokens/s, and the same numbers for turn 1.
 
@@ -34,7 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 WORDS = ("cache", "replica", "balancer", "token", "prefix", "engine", "batch", "rollout", "model", "latency",
          "request", "stream", "kernel", "memory", "block", "queue", "decode", "prefill", "tensor", "weight")
-SYSTEM = "You are a concise assistant for an inference platform team. Answer in one short paragraph."
+SYSTEM = ("You are a concise assistant for the inference platform team. The fleet serves one model from several "
+          "replicas behind a balancer; answer questions about caches, batching, memory and latency in one short "
+          "paragraph, name the metric to check first, and never invent numbers you were not given.")
 
 
 def parse_counters(text, names=COUNTERS):
@@ -114,7 +116,8 @@ def conversation_turns(run_id, index, turns, rng):
     """The user messages of one conversation: a first question carrying the run's nonce, then follow-ups."""
     topic = " ".join(rng.choice(WORDS) for _ in range(6))
     first = "Conversation %s-%d. We are debugging %s. What should we look at first?" % (run_id, index, topic)
-    follow = ["Why %s and not %s?" % (rng.choice(WORDS), rng.choice(WORDS)) for _ in range(turns - 1)]
+    follow = ["Why %s and not %s? Say how the %s changes it." % (rng.choice(WORDS), rng.choice(WORDS), rng.choice(WORDS))
+              for _ in range(turns - 1)]
     return [first] + follow
 
 
@@ -139,42 +142,38 @@ class Workload:
             print("  conversation %d turn %d failed: %s" % (conv, number, exc), file=sys.stderr)
             raise
 
-    def later_turns(self, conv):
-        for number in range(2, self.args.turns + 1):
-            self.turn(conv, number)
-
 
 def run_policy(args, policy):
+    """Turn by turn: every conversation's turn t (W at a time), then vLLM's counters; then turn t + 1."""
     run_id = "%s-%x" % (policy, random.getrandbits(32))
     load = Workload(args, run_id)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.workers)
-    snap0 = snapshot(args.replica, args.api_key)
-    started = time.monotonic()
-    list(pool.map(lambda c: _safe(load.turn, c, 1), range(args.conversations)))
-    first_seconds = time.monotonic() - started
-    snap1 = snapshot(args.replica, args.api_key)
-    started = time.monotonic()
-    list(pool.map(lambda c: _safe(load.later_turns, c), range(args.conversations)))
-    later_seconds = time.monotonic() - started
-    snap2 = snapshot(args.replica, args.api_key)
-    pool.shutdown()
+    snaps = [snapshot(args.replica, args.api_key)]
+    seconds = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.workers) as pool:
+        for number in range(1, args.turns + 1):
+            started = time.monotonic()
+            list(pool.map(lambda c: _safe(load.turn, c, number), range(args.conversations)))
+            seconds[number] = time.monotonic() - started
+            snaps.append(snapshot(args.replica, args.api_key))
 
-    def phase(turns, before, after, seconds):
+    def phase(turns):
+        before, after = snaps[min(turns) - 1], snaps[max(turns)]
         rows = [r for r in load.results if r[0] in turns]
         ok = [r for r in rows if r[4]]
         ttfts = [r[1] for r in ok]
+        elapsed = sum(seconds[t] for t in turns)
         rate, queries, hits = hit_rate(sum_snapshots(before), sum_snapshots(after))
         per_replica = [hit_rate(b, a)[0] for b, a in zip(before, after)]
-        return {"requests": len(rows), "failed": len(rows) - len(ok), "seconds": round(seconds, 1),
+        return {"requests": len(rows), "failed": len(rows) - len(ok), "seconds": round(elapsed, 1),
                 "hit_rate": None if rate is None else round(rate, 3), "queried_tokens": queries, "hit_tokens": hits,
                 "hit_rate_per_replica": [None if r is None else round(r, 3) for r in per_replica],
                 "queries_per_replica": [int(a[COUNTERS[0]] - b[COUNTERS[0]]) for b, a in zip(before, after)],
                 "ttft_p50_ms": _ms(percentile(ttfts, 0.5)), "ttft_p99_ms": _ms(percentile(ttfts, 0.99)),
-                "requests_per_s": round(len(ok) / seconds, 2) if seconds else None,
-                "output_tokens_per_s": round(sum(r[3] for r in ok) / seconds, 1) if seconds else None}
-    return {"policy": policy, "run_id": run_id,
-            "turn_1": phase({1}, snap0, snap1, first_seconds),
-            "later_turns": phase(set(range(2, args.turns + 1)), snap1, snap2, later_seconds)}
+                "requests_per_s": round(len(ok) / elapsed, 2) if elapsed else None,
+                "output_tokens_per_s": round(sum(r[3] for r in ok) / elapsed, 1) if elapsed else None}
+    return {"policy": policy, "run_id": run_id, "turn_1": phase([1]),
+            "later_turns": phase(list(range(2, args.turns + 1))),
+            "per_turn_hit_rate": [phase([t])["hit_rate"] for t in range(1, args.turns + 1)]}
 
 
 def _safe(func, *argv):
@@ -212,6 +211,8 @@ def table(results, args):
         ("  requests/s", lambda r: r["later_turns"]["requests_per_s"]),
         ("  output tokens/s", lambda r: r["later_turns"]["output_tokens_per_s"]),
         ("  failed / sent", lambda r: "%d / %d" % (r["later_turns"]["failed"], r["later_turns"]["requests"])),
+        ("  hit rate turn by turn", lambda r: " ".join("%.0f" % (100 * x) if x is not None else "-"
+                                                       for x in r["per_turn_hit_rate"])),
         ("turn 1", None),
         ("  prefix-cache hit rate", lambda r: _pct(r["turn_1"]["hit_rate"])),
         ("  TTFT p50 (ms)", lambda r: r["turn_1"]["ttft_p50_ms"]),
@@ -241,7 +242,7 @@ def main(argv=None):
     parser.add_argument("--conversations", type=int, default=32)
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--workers", type=int, default=4, help="conversations in flight at once")
-    parser.add_argument("--max-tokens", type=int, default=24, help="tokens per answer (ignore_eos: exactly this many)")
+    parser.add_argument("--max-tokens", type=int, default=32, help="tokens per answer (ignore_eos: exactly this many)")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--output", default=str(ROOT / ".cache" / "prefix_routing.json"))
     args = parser.parse_args(argv)
