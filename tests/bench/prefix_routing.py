@@ -259,6 +259,12 @@ def main(argv=None):
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(report, indent=2))
     print(table(results, args))
+    if len(results) >= 2 and all(r["later_turns"]["hit_rate"] for r in results[:2]):
+        base, other = results[0]["later_turns"], results[1]["later_turns"]
+        print("later turns, %s vs %s: hit rate x%.2f, TTFT p50 x%.2f, p99 x%.2f, output tokens/s x%.2f" % (
+            results[1]["policy"], results[0]["policy"], other["hit_rate"] / base["hit_rate"],
+            other["ttft_p50_ms"] / base["ttft_p50_ms"], other["ttft_p99_ms"] / base["ttft_p99_ms"],
+            other["output_tokens_per_s"] / base["output_tokens_per_s"]))
     failed = sum(r[p]["failed"] for r in results for p in ("turn_1", "later_turns"))
     return 1 if failed else 0
 
