@@ -34,9 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 WORDS = ("cache", "replica", "balancer", "token", "prefix", "engine", "batch", "rollout", "model", "latency",
          "request", "stream", "kernel", "memory", "block", "queue", "decode", "prefill", "tensor", "weight")
-SYSTEM = ("You are a concise assistant for the inference platform team. The fleet serves one model from several "
-          "replicas behind a balancer; answer questions about caches, batching, memory and latency in one short "
-          "paragraph, name the metric to check first, and never invent numbers you were not given.")
+# A short shared system prompt: with a long one, every policy hits on it and the comparison is about the rest.
+SYSTEM = "You are a concise assistant for an inference platform team. Answer in one short paragraph."
 
 
 def parse_counters(text, names=COUNTERS):
@@ -112,20 +111,29 @@ def chat_stream(base, key, model, messages, max_tokens, timeout):
     return ttft if ttft is not None else time.monotonic() - started, time.monotonic() - started, "".join(parts), tokens
 
 
-def conversation_turns(run_id, index, turns, rng):
-    """The user messages of one conversation: a first question carrying the run's nonce, then follow-ups."""
+def conversation_turns(nonce, index, turns, rng, paste_words=0):
+    """The user messages of one conversation: a first question carrying the run's nonce, then follow-ups.
+
+    The nonce has the same length in every run: with vLLM's block-sized cache (128 tokens on CPU) a few tokens
+    more or less in turn 1 decide whether a whole block is cached. paste_words adds that many words of pasted
+    context (a log, a tool's output) to every user turn, as in an agent loop.
+    """
+    def paste():
+        return (" Context: " + " ".join(rng.choice(WORDS) for _ in range(paste_words))) if paste_words else ""
     topic = " ".join(rng.choice(WORDS) for _ in range(6))
-    first = "Conversation %s-%d. We are debugging %s. What should we look at first?" % (run_id, index, topic)
-    follow = ["Why %s and not %s? Say how the %s changes it." % (rng.choice(WORDS), rng.choice(WORDS), rng.choice(WORDS))
-              for _ in range(turns - 1)]
+    first = "Conversation %s-%03d. We are debugging %s. What should we look at first?%s" % (nonce, index, topic, paste())
+    follow = ["Why %s and not %s? Say how the %s changes it.%s" % (rng.choice(WORDS), rng.choice(WORDS), rng.choice(WORDS),
+                                                                 paste()) for _ in range(turns - 1)]
     return [first] + follow
 
 
 class Workload:
     def __init__(self, args, run_id):
-        rng = random.Random(run_id)
+        # The same conversations in every run (--seed), but a new nonce: nothing another run cached matches.
+        rng = random.Random(args.seed)
+        nonce = "%08x" % random.getrandbits(32)
         self.args = args
-        self.users = [conversation_turns(run_id, i, args.turns, rng) for i in range(args.conversations)]
+        self.users = [conversation_turns(nonce, i, args.turns, rng, args.paste_words) for i in range(args.conversations)]
         self.history = [[{"role": "system", "content": SYSTEM}] for _ in range(args.conversations)]
         self.results = []  # (turn, ttft, total, tokens, ok)
 
@@ -243,7 +251,9 @@ def main(argv=None):
     parser.add_argument("--conversations", type=int, default=32)
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--workers", type=int, default=4, help="conversations in flight at once")
-    parser.add_argument("--max-tokens", type=int, default=32, help="tokens per answer (ignore_eos: exactly this many)")
+    parser.add_argument("--max-tokens", type=int, default=24, help="tokens per answer (ignore_eos: exactly this many)")
+    parser.add_argument("--seed", type=int, default=20, help="seed of the conversations' text")
+    parser.add_argument("--paste-words", type=int, default=0, help="words of pasted context in every user turn")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--output", default=str(ROOT / ".cache" / "prefix_routing.json"))
     args = parser.parse_args(argv)
@@ -256,7 +266,7 @@ def main(argv=None):
         print("running %d conversations x %d turns with %s ..." % (args.conversations, args.turns, policy), flush=True)
         results.append(run_policy(args, policy))
         print(json.dumps(results[-1]), flush=True)
-    report = {"conversations": args.conversations, "turns": args.turns, "workers": args.workers,
+    report = {"conversations": args.conversations, "turns": args.turns, "workers": args.workers, "paste_words": args.paste_words,
               "max_tokens": args.max_tokens, "replicas": len(args.replica), "results": results}
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(report, indent=2))

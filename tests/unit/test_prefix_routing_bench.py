@@ -47,6 +47,14 @@ def test_nearest_rank_percentiles():
 
 
 def test_each_run_opens_its_conversations_with_its_own_nonce():
-    one = pr.conversation_turns("prefix-1", 3, 6, random.Random(1))
-    other = pr.conversation_turns("roundrobin-2", 3, 6, random.Random(1))
-    assert len(one) == 6 and one[0] != other[0] and "prefix-1-3" in one[0]
+    one = pr.conversation_turns("0000abcd", 3, 6, random.Random(1))
+    other = pr.conversation_turns("1234ffff", 3, 6, random.Random(1))
+    assert len(one) == 6 and one[0] != other[0] and "0000abcd-003" in one[0]
+    # Same shape in every run: only the nonce differs, never the length.
+    assert [len(t) for t in one] == [len(t) for t in other]
+
+
+def test_pasted_context_lengthens_every_user_turn():
+    plain = pr.conversation_turns("0000abcd", 0, 3, random.Random(2))
+    pasted = pr.conversation_turns("0000abcd", 0, 3, random.Random(2), paste_words=40)
+    assert all(" Context: " in t and len(t) > len(p) for t, p in zip(pasted, plain))
