@@ -3,8 +3,9 @@
 
 A multi-turn chat workload goes through the fleet balancer once per policy: C conversations of T turns, every turn
 resending the whole history (a shared system prompt, the conversation's own first question with a nonce unique to
-the run, then each earlier answer and follow-up). Turn by turn: every conversation's turn t, W requests in flight,
-then turn t + 1 (a conversation's next turn comes after the other conversations' turns, as with many users).
+the run, then each earlier answer and follow-up). Turn by turn: every conversation's turn t in a new random order,
+W requests in flight, then turn t + 1 (a conversation's next turn comes after the other conversations' turns, as
+with many users).
 Per policy it reads vLLM's own counters on every replica (vllm:prefix_cache_queries_total / _hits_total, in
 tokens; through each host's edge with the API key) before turn 1 and after every turn, and measures every
 turn's time to first token (streamed). Printed side by side: the later turns' (2..T) hit rate, TTFT p50 / p99,
@@ -158,9 +159,13 @@ def run_policy(args, policy):
     snaps = [snapshot(args.replica, args.api_key)]
     seconds = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.workers) as pool:
+        order = list(range(args.conversations))
         for number in range(1, args.turns + 1):
+            # A new order every turn: in a fixed order, round robin would hand each conversation the same replica
+            # turn after turn (an even number of requests per turn), i.e. be sticky by accident.
+            random.shuffle(order)
             started = time.monotonic()
-            list(pool.map(lambda c: _safe(load.turn, c, number), range(args.conversations)))
+            list(pool.map(lambda c: _safe(load.turn, c, number), order))
             seconds[number] = time.monotonic() - started
             snaps.append(snapshot(args.replica, args.api_key))
 
