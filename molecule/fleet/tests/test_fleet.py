@@ -26,8 +26,10 @@ from stream_loop import StreamLoop  # noqa: E402
 API_KEY = "llmfleet-sentinel-api-key-4f1c"
 MODEL = "tiny"
 NETWORK = "bridge"  # the scenario's hosts sit on the default bridge (see molecule.yml)
-EDGE = "llmfleet-fleet-edge"
-GPUS = ["llmfleet-fleet-gpu1", "llmfleet-fleet-gpu2"]
+# Instance names: molecule.yml prefixes them with LLMFLEET_FLEET_NAME (two checkouts can run the scenario side by side).
+NAME = os.environ.get("LLMFLEET_FLEET_NAME", "llmfleet-fleet")
+EDGE = NAME + "-edge"
+GPUS = [NAME + "-gpu1", NAME + "-gpu2"]
 BACKEND = "llmfleet_vllm"
 V1 = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_FROM_HOSTS", "")
 V2 = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_V2_FROM_HOSTS", "")
@@ -127,7 +129,7 @@ def roll_under_load(*extra):
     """Run upgrade.yml while a bounded request loop and long streams go through the balancer;
     (playbook result, loop summary). The streams' summary is the loop summary's "streams" entry."""
     loop = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=LOOP_REQUESTS, max_seconds=LOOP_SECONDS,
-                       workers=2, pause=0.2, timeout=60).start()
+                       workers=2, pause=0.2, timeout=60, vary_prompt=True).start()
     streams = StreamLoop(balancer_url() + "/v1", MODEL, API_KEY, workers=STREAM_WORKERS, max_tokens=STREAM_TOKENS,
                          max_seconds=LOOP_SECONDS, timeout=300).start()
     try:
@@ -192,11 +194,56 @@ def test_balancer_enforces_the_key_and_hides_vllm_internals():
 
 def test_balancer_spreads_requests_over_both_hosts():
     before = {name: int(row["stot"]) for name, row in servers().items()}
-    summary = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=12, max_seconds=120, workers=2).run()
+    # Distinct prompts: with prefix-aware routing (the default) one prompt would be one conversation, one replica.
+    summary = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=12, max_seconds=120, workers=2,
+                          vary_prompt=True).run()
     after = {name: int(row["stot"]) for name, row in servers().items()}
     assert summary["failed"] == 0, summary
-    assert sorted(after) == ["llmfleet-fleet-gpu1-0", "llmfleet-fleet-gpu2-0"]
+    assert sorted(after) == [GPUS[0] + "-0", GPUS[1] + "-0"]
     assert all(after[name] > before[name] for name in after), (before, after)
+
+
+def prefix_routing():
+    """True when the balancer routes by prefix (loadbalancer_balance: prefix, the default)."""
+    return "balance hdr(" in on(EDGE, "cat /etc/haproxy/haproxy.cfg").stdout
+
+
+def served_by(body, headers=None):
+    """Send one chat request through the balancer; the server (replica) that answered it, from the stats."""
+    before = {name: int(row["stot"]) for name, row in servers().items()}
+    request = urllib.request.Request(balancer_url() + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                     headers=dict({"Content-Type": "application/json",
+                                                   "Authorization": "Bearer " + API_KEY}, **(headers or {})))
+    with urllib.request.urlopen(request, timeout=60) as response:
+        reply = json.load(response)
+    after = {name: int(row["stot"]) for name, row in servers().items()}
+    moved = [name for name in after if after[name] > before.get(name, 0)]
+    assert len(moved) == 1, (before, after)
+    return moved[0], reply["choices"][0]["message"]["content"]
+
+
+def test_prefix_routing_keeps_each_conversation_on_one_replica():
+    if not prefix_routing():
+        pytest.skip("the balancer does not route by prefix (loadbalancer_balance)")
+    seen = {}
+    for conversation in range(8):
+        messages = [{"role": "system", "content": "You are terse."},
+                    {"role": "user", "content": "Conversation %d: what is a KV cache?" % conversation}]
+        replicas = []
+        for turn in range(3):
+            replica, text = served_by({"model": MODEL, "messages": messages, "max_tokens": 8, "temperature": 0,
+                                       "ignore_eos": True})
+            replicas.append(replica)
+            messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": "And %d?" % turn}]
+        assert len(set(replicas)) == 1, (conversation, replicas)
+        seen[conversation] = replicas[0]
+    # A client's own conversation id wins over the prompt: one id, one replica, whatever the text.
+    ids = {served_by({"model": MODEL, "messages": [{"role": "user", "content": "q%d" % n}], "max_tokens": 4},
+                     {"X-Session-Id": "session-42"})[0] for n in range(4)}
+    record("prefix_routing", {"conversation_replicas": seen, "session_header_replicas": sorted(ids)})
+    assert len(ids) == 1, ids
+    # Eight conversations use both replicas (consistent hash; 2 ** -7 odds of all on one).
+    assert len(set(seen.values())) == 2, seen
 
 
 def test_prometheus_scrapes_every_target():
@@ -253,10 +300,10 @@ def test_broken_image_stops_the_roll_at_the_first_host():
     assert result.returncode != 0
     assert host_times(result.stdout) == {}
     # The first host failed (its health gate) and stays out of the balancer ...
-    recap = {m.group(1): int(m.group(2)) for m in re.finditer(r"(llmfleet-fleet-\w+)\s*:\s*ok=\d+.*?failed=(\d+)",
+    recap = {m.group(1): int(m.group(2)) for m in re.finditer(re.escape(NAME) + r"(-\w+)\s*:\s*ok=\d+.*?failed=(\d+)",
                                                               result.stdout)}
-    assert recap == {"llmfleet-fleet-edge": 0, "llmfleet-fleet-gpu1": 1, "llmfleet-fleet-gpu2": 0}, recap
-    assert state == {"llmfleet-fleet-gpu1-0": "MAINT", "llmfleet-fleet-gpu2-0": "UP"}
+    assert recap == {"-edge": 0, "-gpu1": 1, "-gpu2": 0}, recap
+    assert state == {GPUS[0] + "-0": "MAINT", GPUS[1] + "-0": "UP"}
     # ... the second was never touched and carried every request.
     assert container(GPUS[1]) == gpu2_before and digest(gpu2_before[0]) == digest(V2)
     assert loop["failed"] == 0, loop
