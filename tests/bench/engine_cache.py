@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Engine cache: how much faster a replica restarts when vLLM's compile caches survive the container.
 
 Deploys the demo profile (cpu accelerator, tiny model, the test bed's vLLM CPU image) with torch.compile ON
@@ -43,22 +43,22 @@ def load_env(path):
 
 def sh(*argv, check=True):
     """Run a command inside the test host; stdout."""
-    r = subprocess.run(["docker", "exec", HOST] + list(argv), capture_output=True, text=True)
+    r = subprocess.run(["docker", "exec", HOST] + list(argv), capture_output=True, check=False, text=True)
     if check and r.returncode != 0:
         raise RuntimeError("%s: rc=%d %s" % (" ".join(argv), r.returncode, r.stderr[-2000:]))
     return r.stdout
 
 
 def start_host(image):
-    subprocess.run(["docker", "rm", "-f", HOST], capture_output=True)
+    subprocess.run(["docker", "rm", "-f", HOST], capture_output=True, check=False)
     subprocess.run(["docker", "run", "-d", "--name", HOST, "--hostname", HOST, "--cap-add", "SYS_ADMIN",
                     "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined", "--security-opt",
                     "apparmor=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
                     "-v", "/var/lib/docker", "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
                     image, "/lib/systemd/systemd"], check=True, capture_output=True)
-    for _ in range(60):
+    for _unused in range(60):
         state = subprocess.run(["docker", "exec", HOST, "systemctl", "is-system-running"],
-                               capture_output=True, text=True).stdout.strip()
+                               capture_output=True, check=False, text=True).stdout.strip()
         if state in ("running", "degraded"):
             return
         time.sleep(1)
@@ -75,7 +75,7 @@ def boot_times(container):
     """Seconds from the container's start to vLLM's 'Application startup complete.', and vLLM's own numbers."""
     started = parse_ts(sh("docker", "inspect", "--format", "{{.State.StartedAt}}", container))
     log = subprocess.run(["docker", "exec", HOST, "docker", "logs", "--timestamps", container],
-                         capture_output=True, text=True)
+                         capture_output=True, check=False, text=True)
     lines = (log.stdout + log.stderr).splitlines()
     ready = warmup_start = warmup_end = None
     for line in lines:
@@ -179,7 +179,7 @@ def main():
         return measure(round(time.monotonic() - t0, 1), args)
     finally:
         if not args.keep:
-            subprocess.run(["docker", "rm", "-f", "-v", HOST], capture_output=True)
+            subprocess.run(["docker", "rm", "-f", "-v", HOST], capture_output=True, check=False)
         shutil.rmtree(inventory, ignore_errors=True)
         shutil.rmtree(key_dir, ignore_errors=True)
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Prefix-aware routing vs round robin: vLLM's prefix-cache hit rate and TTFT of multi-turn chats through the balancer.
 
 A multi-turn chat workload goes through the fleet balancer once per policy: C conversations of T turns, every turn
@@ -120,11 +120,11 @@ def conversation_turns(nonce, index, turns, rng, paste_words=0):
     context (a log, a tool's output) to every user turn, as in an agent loop.
     """
     def paste():
-        return (" Context: " + " ".join(rng.choice(WORDS) for _ in range(paste_words))) if paste_words else ""
-    topic = " ".join(rng.choice(WORDS) for _ in range(6))
+        return (" Context: " + " ".join(rng.choice(WORDS) for _unused in range(paste_words))) if paste_words else ""
+    topic = " ".join(rng.choice(WORDS) for _unused in range(6))
     first = "Conversation %s-%03d. We are debugging %s. What should we look at first?%s" % (nonce, index, topic, paste())
     follow = ["Why %s and not %s? Say how the %s changes it.%s" % (rng.choice(WORDS), rng.choice(WORDS), rng.choice(WORDS),
-                                                                 paste()) for _ in range(turns - 1)]
+                                                                   paste()) for _unused in range(turns - 1)]
     return [first] + follow
 
 
@@ -135,7 +135,7 @@ class Workload:
         nonce = "%08x" % random.getrandbits(32)
         self.args = args
         self.users = [conversation_turns(nonce, i, args.turns, rng, args.paste_words) for i in range(args.conversations)]
-        self.history = [[{"role": "system", "content": SYSTEM}] for _ in range(args.conversations)]
+        self.history = [[{"role": "system", "content": SYSTEM}] for _unused in range(args.conversations)]
         self.results = []  # (turn, ttft, total, tokens, ok)
 
     def turn(self, conv, number):
@@ -208,7 +208,7 @@ def switch_policy(args, policy):
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", args.inventory,
             str(ROOT / "playbooks" / "fleet.yml"), "-e", "loadbalancer_balance=" + policy]
     started = time.monotonic()
-    result = subprocess.run(argv, cwd=str(ROOT), env=env, capture_output=True, text=True)
+    result = subprocess.run(argv, cwd=str(ROOT), env=env, capture_output=True, check=False, text=True)
     if result.returncode != 0:
         raise SystemExit("switching the balancer to %s failed:\n%s" % (policy, result.stdout[-4000:] + result.stderr[-2000:]))
     print("balancer now balances with %s (playbooks/fleet.yml, %.0f s)" % (policy, time.monotonic() - started))

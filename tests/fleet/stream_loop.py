@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Long streaming completions through one OpenAI-compatible endpoint (the balancer), back to back, counting cuts.
 
 W workers each send streaming chat completions of exactly N tokens (temperature 0, vLLM's ignore_eos), one
@@ -95,7 +95,7 @@ class StreamLoop:
 
     def start(self):
         self.started = time.monotonic()
-        for _ in range(self.workers):
+        for _unused in range(self.workers):
             thread = threading.Thread(target=self._worker, daemon=True)
             thread.start()
             self._threads.append(thread)

@@ -128,7 +128,7 @@ def test_a_hung_replica_is_restarted_after_n_failures_in_a_row(setup, capsys):
 def test_a_saturated_replica_that_still_produces_tokens_is_not_counted(setup, capsys):
     watchdog, replica, calls, config = setup
     replica.mode = "busy"
-    for _ in range(3):
+    for _unused in range(3):
         watchdog.main()
     assert calls == []
     assert metrics(config)['llmfleet_watchdog_consecutive_failures{replica="0"}'] == 0
@@ -139,7 +139,7 @@ def test_a_replica_whose_unit_is_not_active_is_skipped(setup, monkeypatch):
     watchdog, replica, calls, config = setup
     replica.mode = "hang"
     monkeypatch.setattr(watchdog, "unit_active", lambda unit: False)
-    for _ in range(3):
+    for _unused in range(3):
         watchdog.main()
     assert calls == [] and replica.auth == []
 
