@@ -327,7 +327,7 @@ def test_rollback_puts_the_failed_host_back_on_the_good_version():
 
 FIND_ENGINE = ("import os\n"
                "for p in os.listdir('/proc'):\n"
-               "    if not p.isdigit(): continue\n"
+               "    if not p.isdigit() or p == str(os.getpid()): continue\n"
                "    try: t = open('/proc/%s/cmdline' % p, 'rb').read() + open('/proc/%s/comm' % p, 'rb').read()\n"
                "    except OSError: continue\n"
                "    if b'EngineCore' in t: print(p)\n")
