@@ -38,6 +38,7 @@ help:
 	@echo "make install-test - build the tarball, install it into an empty collections path, plan from outside"
 	@echo "make build  - build the collection tarball (ansible-galaxy collection build)"
 	@echo "make test-full - make test + the fleet scenario + full-deployment fault and secrets-audit tests"
+	@echo "              + make molecule-distros (host-layer scenarios on Debian 13)"
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -89,6 +90,7 @@ test: lint unit sanity install-test molecule integration
 test-full: export LLMFLEET_FULL := 1
 test-full: test
 	$(MAKE) molecule SCENARIOS="$(FULL_SCENARIOS)"
+	$(MAKE) molecule-distros
 	set -a; . $(TESTBED); set +a; $(BIN)/python tests/reliability_report.py || true
 
 build: venv
