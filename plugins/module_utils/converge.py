@@ -44,7 +44,7 @@ def listening_entries(text):
         cols = line.split()
         if len(cols) < 4 or ":" not in cols[1] or cols[3] != "0A":
             continue
-        addr, _, port = cols[1].rpartition(":")
+        addr, _sep, port = cols[1].rpartition(":")
         try:
             found.add((_proc_addr(addr), int(port, 16), cols[9] if len(cols) > 9 else ""))
         except ValueError:

@@ -247,7 +247,7 @@ def hf_revision_verdict(status, headers, body, repo_id, revision, endpoint):
     if code == "GatedRepo":
         return ("%s on %s is gated: accept its terms with your account and set model_weights_token to a token of "
                 "that account." % (repo_id, endpoint))
-    if status in (401, 403, 404) and (code in ("RepoNotFound", "") ):
+    if status in (401, 403, 404) and code in ("RepoNotFound", ""):
         return ("%s at revision %s was not found on %s (or model_weights_token cannot read it): check "
                 "model_weights_repo_id and model_weights_revision%s." % (
                     repo_id, _show(rev), endpoint,
@@ -281,9 +281,9 @@ def endpoint_problem(source, endpoint, answers_as):
         return ("model_weights_endpoint %s is a %s endpoint, but model_weights_source is %s: point "
                 "model_weights_endpoint at a %s hub or mirror, or set model_weights_source: %s."
                 % (endpoint, names[answers_as], source, names.get(source, source), answers_as))
+    name = names.get(source, source)
     return ("model_weights_endpoint %s does not answer as a %s hub (no %s API there): point it at a %s mirror, "
-            "or leave it empty for the public hub." % (endpoint, names.get(source, source),
-                                                        names.get(source, source), names.get(source, source)))
+            "or leave it empty for the public hub." % (endpoint, name, name, name))
 
 
 def json_argv_problems(argv, json_flags):

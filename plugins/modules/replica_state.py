@@ -117,7 +117,10 @@ replicas:
     config_mtime: {description: Newest modification time of its files and the unit template (null when none)., type: float}
     action: {description: "C(restarted) when it must be restarted now, else C(started).", type: str}
     reasons: {description: Why it must be restarted (empty when not)., type: list, elements: str}
-    port_holder: {description: "other when another process holds one of its ports, else who holds the container port: null (free), self, another container's name.", type: str}
+    port_holder:
+      description: "other when another process holds one of its ports, else who holds the container port: null (free),
+        self, another container's name."
+      type: str
     container_port: {description: The container's host port (port + port_offset)., type: int}
     ports: {description: "Each port checked: port, address, role (container or edge), holder.", type: list, elements: dict}
 restart:

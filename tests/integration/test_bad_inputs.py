@@ -511,7 +511,7 @@ SERVE_WRITES = ["/etc/systemd/system/llmfleet-vllm@.service", "/etc/llmfleet/vll
 def _image_present():
     if not VLLM_IMAGE:
         return False
-    return subprocess.run(["docker", "image", "inspect", VLLM_IMAGE], capture_output=True).returncode == 0
+    return subprocess.run(["docker", "image", "inspect", VLLM_IMAGE], capture_output=True, check=False).returncode == 0
 
 
 needs_image = pytest.mark.skipif(not _image_present(), reason="needs the test bed's vLLM CPU image (make testbed)")
