@@ -66,6 +66,19 @@ def unit_of_cgroup(text, units_prefixes=("llmfleet-edge.service", "llmfleet-vllm
     return None
 
 
+def config_bind_ports(text):
+    """Ports an HAProxy configuration listens on (its `bind ADDRESS:PORT` lines), e.g. the edge's edge.cfg."""
+    ports = set()
+    for line in str(text or "").splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "bind" and ":" in words[1]:
+            try:
+                ports.add(int(words[1].rsplit(":", 1)[1]))
+            except ValueError:
+                continue
+    return ports
+
+
 def listening_ports(text):
     """Ports with a socket in LISTEN state in the text of /proc/net/tcp and /proc/net/tcp6."""
     return set(port for _unused, port in listening_sockets(text))

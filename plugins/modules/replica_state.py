@@ -71,6 +71,12 @@ options:
     description: The address the edge listens on.
     type: str
     default: 0.0.0.0
+  edge_config:
+    description:
+      - The edge's HAProxy configuration. While C(llmfleet-edge.service) runs, the ports it binds are the edge's own
+        (used where the socket's process cannot be read from C(/proc)).
+    type: path
+    default: /etc/llmfleet/edge.cfg
   model_dir:
     description: A model directory on the host to check for completeness (config, tokenizer files, every shard).
     type: path
@@ -147,6 +153,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
+    config_bind_ports,
     docker_time,
     listening_entries,
     port_holder,
@@ -172,6 +179,14 @@ def _read(path):
             return handle.read()
     except (IOError, OSError):
         return ""
+
+
+def _unit_active(module, unit):
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl:
+        return False
+    rc, out, _err = module.run_command([systemctl, "is-active", unit])
+    return rc == 0 and out.strip() == "active"
 
 
 def _socket_owners(inodes):
@@ -219,6 +234,7 @@ def main():
             port_offset=dict(type="int", default=0),
             edge=dict(type="bool", default=False),
             edge_bind_address=dict(type="str", default="0.0.0.0"),
+            edge_config=dict(type="path", default="/etc/llmfleet/edge.cfg"),
             model_dir=dict(type="path"),
             check_tokenizer=dict(type="bool", default=True),
         ),
@@ -227,6 +243,14 @@ def main():
     p = module.params
     listening = listening_entries(_read("/proc/net/tcp") + "\n" + _read("/proc/net/tcp6"))
     owners = _socket_owners([inode for _unused, _unused, inode in listening])
+    # Where /proc/<pid>/fd of the edge's worker cannot be read (it drops to user haproxy and turns undumpable;
+    # without CAP_SYS_PTRACE, e.g. in a container, root cannot look), the edge's own configuration says which
+    # ports are its own while its unit runs.
+    if p["edge"] and _unit_active(module, "llmfleet-edge.service"):
+        edge_ports = config_bind_ports(_read(p["edge_config"]))
+        for _unused, port, inode in listening:
+            if port in edge_ports and inode not in owners:
+                owners[inode] = "llmfleet-edge.service"
 
     containers = {}
     docker = module.get_bin_path(p["docker_bin"])

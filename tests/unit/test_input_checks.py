@@ -210,3 +210,11 @@ def test_replica_verdict(unit, container, mtime, changed, action):
     verdict = C.replica_verdict(unit, container, mtime, changed)
     assert verdict["action"] == action, verdict
     assert bool(verdict["reasons"]) == (action == "restarted")
+
+
+def test_the_edge_configuration_names_the_ports_it_binds():
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import config_bind_ports
+    cfg = "frontend llmfleet_edge_0\n    bind 0.0.0.0:8000\nfrontend llmfleet_edge_1\n    bind [fd00::1]:8001\n" \
+          "backend x\n    server replica_0 127.0.0.1:18000\n"
+    assert config_bind_ports(cfg) == {8000, 8001}
+    assert config_bind_ports("") == set()
