@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 import sys
 
@@ -225,6 +227,28 @@ def _cleanup(host, work):
     if d:
         shutil.rmtree(d["run"].data_dir, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def serving_ok(ip, key=SENTINEL_API_KEY, port=8000):
+    """True when /health answers 200 and /v1/models lists the served name (with the API key)."""
+    try:
+        with urllib.request.urlopen("http://%s:%d/health" % (ip, port), timeout=3) as r:
+            if r.status != 200:
+                return False
+        req = urllib.request.Request("http://%s:%d/v1/models" % (ip, port), headers={"Authorization": "Bearer " + key})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return any(m.get("id") == "tiny" for m in json.load(r).get("data", []))
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_serving(ip, bound_s, started):
+    """Seconds from `started` until serving_ok(ip), polled every second; None when bound_s passes first."""
+    while time.monotonic() - started < bound_s:
+        if serving_ok(ip):
+            return time.monotonic() - started
+        time.sleep(1)
+    return None
 
 
 def host_ip(name):

@@ -32,8 +32,6 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -54,25 +52,8 @@ def record(name, **doc):
                               "tried": len(RESULTS)})
 
 
-def serving_ok(ip, key):
-    """True when /health answers 200 and /v1/models lists the served name (with the API key)."""
-    try:
-        with urllib.request.urlopen("http://%s:8000/health" % ip, timeout=3) as r:
-            if r.status != 200:
-                return False
-        req = urllib.request.Request("http://%s:8000/v1/models" % ip, headers={"Authorization": "Bearer " + key})
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return any(m.get("id") == "tiny" for m in json.load(r).get("data", []))
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def wait_serving(ip, bound_s, started):
-    while time.monotonic() - started < bound_s:
-        if serving_ok(ip, C.SENTINEL_API_KEY):
-            return time.monotonic() - started
-        time.sleep(1)
-    return None
+serving_ok = C.serving_ok
+wait_serving = C.wait_serving
 
 
 def container_state():

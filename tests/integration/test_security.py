@@ -17,8 +17,6 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -46,25 +44,7 @@ def record(name, **doc):
                                 "probe_violations": len(RESULTS.get("route_probe", {}).get("violations", []))})
 
 
-def serving_ok(ip):
-    try:
-        with urllib.request.urlopen("http://%s:%d/health" % (ip, EDGE_PORT), timeout=3) as r:
-            if r.status != 200:
-                return False
-        req = urllib.request.Request("http://%s:%d/v1/models" % (ip, EDGE_PORT),
-                                     headers={"Authorization": "Bearer " + C.SENTINEL_API_KEY})
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return any(m.get("id") == "tiny" for m in json.load(r).get("data", []))
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def wait_serving(ip, bound_s, started):
-    while time.monotonic() - started < bound_s:
-        if serving_ok(ip):
-            return time.monotonic() - started
-        time.sleep(1)
-    return None
+wait_serving = C.wait_serving
 
 
 def unit(prop):
