@@ -22,7 +22,7 @@ import time
 import ansible_runner
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HOST = "llmfleet-bench-p1"
+HOST = os.environ.get("LLMFLEET_BENCH_HOST", "llmfleet-bench-p1")
 
 
 def load_env(path):
@@ -56,7 +56,7 @@ def run_site(inventory_dir, env):
     r = ansible_runner.run(private_data_dir=data, project_dir=TOP, playbook=os.path.join(TOP, "site.yml"),
                            inventory=inventory_dir, envvars=env, quiet=True)
     wall = time.monotonic() - started
-    role_time, task_time = {}, {}
+    role_time, task_time, slow = {}, {}, []
     for event in r.events:
         if event.get("event") not in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
             continue
@@ -65,9 +65,12 @@ def run_site(inventory_dir, env):
         role = ed.get("role") or "-"
         role_time[role] = role_time.get(role, 0.0) + duration
         task_time[ed.get("task", "")] = task_time.get(ed.get("task", ""), 0.0) + duration
+        key = "%s | %s" % (role, ed.get("task", ""))
+        slow.append((duration, key))
     stats = r.stats or {}
     changed = sum((stats.get("changed") or {}).values())
     shutil.rmtree(data, ignore_errors=True)
+    run_site.slow = sorted(slow, reverse=True)[:10]
     return r.rc, wall, changed, role_time, task_time
 
 
@@ -98,7 +101,9 @@ def main():
         pull = roles.get("vllm_image", 0.0)
         weights = roles.get("model_weights", 0.0)
         healthy = tasks.get("Enable and start each replica (systemd waits until /health answers)", 0.0)
+        cold_slow = run_site.slow
         rc2, warm, changed2, _, _ = run_site(inventory, env)
+        warm_slow = run_site.slow
         p1 = cold / (max(pull, weights) + healthy)
         print(json.dumps({
             "cold_wall_s": round(cold, 1), "image_pull_s": round(pull, 1), "weight_placement_s": round(weights, 1),
@@ -108,6 +113,11 @@ def main():
         }, indent=2))
         print("P1 = %.1f / (max(%.1f, %.1f) + %.1f) = %.2f   P2 = %.1f s (changed=%d)"
               % (cold, pull, weights, healthy, p1, warm, changed2))
+        print("load average: %s" % open("/proc/loadavg").read().strip())
+        for title, slow in (("cold", cold_slow), ("re-run", warm_slow)):
+            print("ten slowest tasks (%s):" % title)
+            for d, k in slow:
+                print("  %6.1f s  %s" % (d, k))
         return 0 if rc2 == 0 and changed2 == 0 else 1
     finally:
         if not args.keep:
