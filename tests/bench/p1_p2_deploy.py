@@ -126,7 +126,7 @@ def inventory_for(hosts):
     shutil.copytree(os.path.join(TOP, "inventories", "demo", "group_vars"), os.path.join(inventory, "group_vars"))
     with open(os.path.join(inventory, "hosts.yml"), "w") as fh:
         json.dump({"all": {"children": {"gpu_nodes": {"hosts": {h: {
-            "ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"}
+            "ansible_connection": "community.docker.docker_api", "ansible_python_interpreter": "/usr/bin/python3"}
             for h in hosts}}}}}, fh)
     return inventory
 
