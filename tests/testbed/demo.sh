@@ -23,8 +23,13 @@ for _ in $(seq 1 30); do
   sleep 1
 done
 start=$(date +%s)
-# Another container name: the inventory's host llmfleet-demo, reached at that container.
-ansible-playbook site.yml -i inventories/demo ${LLMFLEET_DEMO_HOST:+-e ansible_host="$name"}
+if [ "$name" = llmfleet-demo ]; then
+  ansible-playbook site.yml -i inventories/demo
+else
+  # Another container: the inventory's host llmfleet-demo, reached at that container; its facts stay out of
+  # the controller's fact cache (they would stand for llmfleet-demo there).
+  ANSIBLE_CACHE_PLUGIN=memory ansible-playbook site.yml -i inventories/demo -e ansible_host="$name"
+fi
 ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$name")
 cat <<MSG
 
