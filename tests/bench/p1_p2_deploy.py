@@ -90,7 +90,7 @@ class Run:
         self.rc = r.rc
         self.load = loadavg()
         self.roles, self.tasks, self.slow = {}, {}, []
-        pull_start, pull_end, self.task_count = {}, {}, 0
+        pull_start, pull_end, self.task_count, self.failures = {}, {}, 0, []
         for event in r.events:
             if event.get("event") not in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
                 continue
@@ -99,6 +99,9 @@ class Run:
             duration = ed.get("duration") or 0.0
             if event["event"] != "runner_on_skipped":
                 self.task_count += 1
+            if event["event"] == "runner_on_failed" and not ed.get("ignore_errors"):
+                res = ed.get("res") or {}
+                self.failures.append("%s | %s: %s" % (host, task, str(res.get("msg") or res.get("stderr") or "")[:400]))
             self.roles[role] = self.roles.get(role, 0.0) + duration
             self.tasks[task] = max(self.tasks.get(task, 0.0), duration)
             self.slow.append((duration, "%s | %s%s" % (role, task, "" if host == "" else " [%s]" % host)))
@@ -187,7 +190,7 @@ def main():
         inventories.append(inventory_for([one]))
         cold = Run(inventories[-1], env)
         if cold.rc != 0:
-            print("cold site.yml failed (rc=%s)" % cold.rc)
+            print("cold site.yml failed (rc=%s): %s" % (cold.rc, cold.failures))
             cold.show_slow("cold, failed")
             return 1
         weights = cold.roles.get("model_weights", 0.0)
@@ -217,7 +220,8 @@ def main():
             fleet_runs = (fleet_cold, fleet_rerun)
             result.update({
                 "fleet_hosts": len(fleet), "fleet_cold_wall_s": round(fleet_cold.wall, 1),
-                "fleet_cold_rc": fleet_cold.rc, "fleet_cold_load": fleet_cold.load})
+                "fleet_cold_rc": fleet_cold.rc, "fleet_cold_load": fleet_cold.load,
+                "fleet_cold_failures": fleet_cold.failures})
             if fleet_rerun:
                 result.update({
                     "P2_fleet_s": round(fleet_rerun.wall, 1), "P2_fleet_ratio": round(fleet_rerun.wall / rerun.wall, 2),
