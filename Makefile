@@ -10,6 +10,8 @@ PYTHON    ?= python3
 VENV      := .venv
 BIN       := $(VENV)/bin
 CACHE     := .cache
+VERSION   := $(shell sed -n 's/^version: *//p' galaxy.yml)
+TARBALL   := $(CACHE)/dist/llmfleet-vllm-$(VERSION).tar.gz
 TESTBED   := $(CACHE)/testbed.env
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
@@ -22,11 +24,18 @@ export LLMFLEET_DIAG_CASE_TIMEOUT ?= 240
 # full-deployment fault and secrets-audit tests (LLMFLEET_FULL=1): together they double the suite's time.
 SCENARIOS ?= $(shell ls -d molecule/*/ 2>/dev/null | xargs -rn1 basename | grep -vx 'default\|fleet') $(if $(wildcard molecule/default),default)
 FULL_SCENARIOS ?= fleet
+# The host-layer scenarios run again over each further distribution (a test-bed image recipe under tests/images/),
+# with the host image as the distro variable (MOLECULE_HOST_IMAGE), as geerlingguy's roles do with MOLECULE_DISTRO.
+HOST_SCENARIOS ?= docker_engine nvidia_container_toolkit nvidia_driver
+DISTROS ?= debian13-systemd
 
-.PHONY: help venv testbed lint unit molecule integration test test-full demo build clean
+.PHONY: help venv testbed lint unit sanity install-test molecule molecule-distros integration test test-full demo build clean
 help:
 	@echo "make demo   - serve the tiny test model on a local test host (no GPU) and print the endpoint"
-	@echo "make test   - lint (ansible-lint production), unit tests, Molecule scenarios, integration tests"
+	@echo "make test   - lint (ansible-lint production), unit tests, ansible-test sanity, install test,"
+	@echo "              Molecule scenarios, integration tests"
+	@echo "make sanity - ansible-test sanity (every test that runs offline) on a copy laid out as a collection"
+	@echo "make install-test - build the tarball, install it into an empty collections path, plan from outside"
 	@echo "make build  - build the collection tarball (ansible-galaxy collection build)"
 	@echo "make test-full - make test + the fleet scenario + full-deployment fault and secrets-audit tests"
 
@@ -48,6 +57,14 @@ lint: venv
 unit: venv
 	$(BIN)/pytest -q tests/unit
 
+# Ansible's own gate for collections, offline (tests/sanity/run.sh says how); ignores in tests/sanity/ignore-2.19.txt.
+sanity: venv
+	tests/sanity/run.sh
+
+# The built tarball installs with ansible-galaxy into an empty collections path and runs from outside the checkout.
+install-test: build
+	tests/install/run.sh $(TARBALL)
+
 molecule: testbed
 	set -a; . $(TESTBED); set +a; \
 	failed=""; for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; \
@@ -55,10 +72,18 @@ molecule: testbed
 	  echo "=== molecule $$s: $$(( $$(date +%s) - start ))s"; done; \
 	if [ -n "$$failed" ]; then echo "FAILED molecule scenarios:$$failed"; exit 1; fi
 
+molecule-distros: testbed
+	set -a; . $(TESTBED); set +a; \
+	failed=""; for d in $(DISTROS); do image=$$(tests/testbed/image.sh $$d); \
+	  for s in $(HOST_SCENARIOS); do echo "=== molecule test -s $$s on $$d ($$image)"; \
+	    start=$$(date +%s); MOLECULE_HOST_IMAGE=$$image $(BIN)/molecule test -s $$s || failed="$$failed $$s@$$d"; \
+	    echo "=== molecule $$s on $$d: $$(( $$(date +%s) - start ))s"; done; done; \
+	if [ -n "$$failed" ]; then echo "FAILED molecule scenarios:$$failed"; exit 1; fi
+
 integration: testbed
 	set -a; . $(TESTBED); set +a; $(BIN)/pytest -q tests/integration
 
-test: lint unit molecule integration
+test: lint unit sanity install-test molecule integration
 
 # Everything in `make test`, plus the fleet scenario and the full-deployment reliability tests.
 test-full: export LLMFLEET_FULL := 1

@@ -1,7 +1,8 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Print (or write into README.md and docs/PLANNER.md) the plan tables, computed by the planner itself.
 
     python3 docs/plan_table.py            # print both tables
@@ -90,7 +91,7 @@ def fixtures_table():
             "{:,}".format(boot["kv_cache_tokens"]), boot["max_concurrency"], "{:,}".format(cap["kv_tokens"]),
             cap["max_concurrency"], cap["max_concurrency"] / boot["max_concurrency"],
             "%s / %.2fx (%.4f)" % ("{:,}".format(p["kv_cache_tokens"]), p["max_concurrency"],
-                                    p["max_concurrency"] / boot["max_concurrency"]) if p else "-"))
+                                   p["max_concurrency"] / boot["max_concurrency"]) if p else "-"))
     return "\n".join(rows) + "\n"
 
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Probe every route a vLLM server lists in its own /openapi.json, without an API key, as an attacker on the
 same network would, and report every 2xx answer that is not on the allow-list.
 
@@ -144,7 +144,7 @@ def route_table(report):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--openapi", required=True, help="the server's /openapi.json, saved to a file")
     parser.add_argument("--model", default="tiny", help="served model name to put in request bodies")
     parser.add_argument("--allow", action="append", default=None, help='"METHOD /path" allowed to answer 2xx')

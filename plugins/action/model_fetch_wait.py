@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet authors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Wait for a model_fetch started with ``async``/``poll: 0`` and show its progress while it runs.
 
 A play cannot print from inside an ``until`` loop, and recursive includes hit Python's recursion
@@ -20,6 +21,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 display = Display()
+
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False

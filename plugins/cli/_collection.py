@@ -1,3 +1,7 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Where the llmfleet.vllm collection lives, seen from its controller-side CLI tools.
 
 The tools in this package are importable two ways: as ``llmfleet_cli`` (the console scripts that

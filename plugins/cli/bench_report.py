@@ -1,3 +1,7 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Render a benchmark report from `vllm bench serve` result files.
 
     python -m llmfleet_cli.bench_report RESULTS_DIR [--out DIR] [--slo ttft_p99_ms=300 ...]
@@ -83,7 +87,7 @@ def plan_caption(plan: dict, rows: list[dict]) -> str:
         parts.append(str(plan["accelerator"]).upper())
     image = str(plan.get("image") or "")
     if image:
-        parts.append(image.split("/")[-1].split("@")[0] + (" (pinned by digest)" if "@sha256:" in image else ""))
+        parts.append(image.rsplit("/", maxsplit=1)[-1].split("@", maxsplit=1)[0] + (" (pinned by digest)" if "@sha256:" in image else ""))
     if rows and rows[0].get("input_len") and rows[0].get("output_len"):
         parts.append("%d in / %d out tokens" % (rows[0]["input_len"], rows[0]["output_len"]))
     return "  \u00b7  ".join(p for p in parts if p)

@@ -1,3 +1,7 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """llmfleet-run: run one of this collection's playbooks from a CI pipeline and report in JSON.
 
     llmfleet-run PLAYBOOK -i INVENTORY [-e key=value | -e @file ...] [--limit PATTERN] [--tags TAGS]
@@ -279,7 +283,7 @@ def scrub_tree(root: Path, secrets: list[str]) -> list[str]:
         return hits
     needles = []
     for secret in secrets:
-        for form in {secret, json.dumps(secret)[1:-1]}:
+        for form in sorted({secret, json.dumps(secret)[1:-1]}):
             needles.append(form.encode("utf-8"))
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         data = path.read_bytes()

@@ -1,44 +1,14 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters that turn collected evidence into diagnoses (controller side; logic in module_utils.diagnostics)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-DOCUMENTATION = r"""
-name: diagnose_logs
-short_description: Match vLLM / Docker / NVIDIA log text against the known failure signatures
-description:
-  - Returns the findings ordered by confidence, each a dict with C(id), C(diagnosis), C(fix), C(evidence),
-    C(confidence), C(line), C(count).
-  - The companion filters are C(diagnose_replica) (all evidence of one replica -> findings and a printable
-    report), C(diagnose_report) (findings -> lines), C(diagnose_context_from_plan) (plan fact -> context)
-    and C(diagnose_container_facts) (docker inspect -> safe facts; no environment values).
-options:
-  _input:
-    description: Log text (a string or a list of lines).
-    type: raw
-    required: true
-  context:
-    description: What is known (plan suggestions, vllm_version, served_model_name, port, ...); fills the fixes.
-    type: dict
-    default: {}
-"""
-
-EXAMPLES = r"""
-- name: Print what went wrong
-  ansible.builtin.debug:
-    msg: "{{ journal.stdout | llmfleet.vllm.diagnose_logs({'port': 8000}) }}"
-"""
-
-RETURN = r"""
-_value:
-  description: Findings, highest confidence first.
-  type: list
-  elements: dict
-"""
+# Each filter's documentation: plugins/filter/<filter name>.yml.
 
 from ansible.errors import AnsibleFilterError
 

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters for the fleet stage (balancer, monitoring, upgrade); the logic lives in module_utils/fleet.py."""
 
 from __future__ import absolute_import, division, print_function

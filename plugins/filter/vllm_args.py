@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters that render vLLM flag dicts (see plugins/module_utils/vllm_args.py)."""
 
 from __future__ import annotations
@@ -14,13 +15,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import (
     replica_specs,
 )
 
-DOCUMENTATION_VLLM_ARGV = """
-name: vllm_argv
-short_description: Render a dict of vLLM flags as an argv list.
-description:
-  - True becomes --flag, False --no-flag, None is dropped, a dict one JSON argument, a list a repeated flag.
-  - Keys are written kebab-case and sorted, so the same dict always renders the same command line.
-"""
+# Each filter's documentation: plugins/filter/<filter name>.yml.
 
 
 def vllm_argv(flags):

@@ -1,5 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The vllm_boot_report filter: vLLM's boot log beside the plan (plugins/module_utils/vllm_bootlog.py)."""
 
 from __future__ import absolute_import, division, print_function
@@ -8,7 +10,8 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: vllm_boot_report
-author: llmfleet maintainers (@llmfleet)
+author: llmfleet maintainers (!UNKNOWN)
+version_added: 0.1.0
 short_description: Compare vLLM's boot log with the plan (KV cache memory, tokens, maximum concurrency).
 description:
   - Parses what vLLM logs at start-up (C(Available KV cache memory), C(GPU KV cache size),

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Benchmark results of ``vllm bench serve`` -> table rows, SLO verdicts, run-to-run ratios, Markdown.
 
 Pure functions only (no file or network access): the report CLI (plugins/cli/bench_report.py) reads
@@ -434,7 +435,7 @@ def comparison_text(comparison):
         for f in level["fields"]:
             mark = "" if f["better"] is None else ("  better" if f["better"] else "  WORSE")
             lines.append("  %-20s %12s -> %12s  %8s%s" % (f["field"], _fmt_sig(f["before"]), _fmt_sig(f["after"]),
-                                                        _fmt_ratio(f["ratio"]), mark))
+                                                          _fmt_ratio(f["ratio"]), mark))
     if comparison["only_before"] or comparison["only_after"]:
         lines.append("levels in only one run: before %s, after %s" % (comparison["only_before"], comparison["only_after"]))
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Recognise known vLLM / Docker / NVIDIA failures in log text and say the fix.
 
 Pure functions, no I/O. The knowledge lives in SIGNATURES (one list of plain data: id, patterns,
@@ -30,6 +31,8 @@ __metaclass__ = type
 
 import json
 import re
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.nvidia_driver import CUDA_MIN_DRIVER
 
 EVIDENCE_PREFIX = "[llmfleet]"
 
@@ -66,11 +69,7 @@ ENV_TO_FLAG = {
     "VLLM_HOST": "--host",
 }
 
-# Minimum Linux driver per CUDA version in the image (NVIDIA CUDA Toolkit release notes, MODEL_FACTS 2.6).
-CUDA_MIN_DRIVER = {
-    "13.0": "580.65.06",
-    "12.9": "575.51.03",
-}
+# Minimum Linux driver per CUDA version in the image: one table, nvidia_driver.CUDA_MIN_DRIVER (its source there).
 
 FALLBACKS = {
     "suggested_gpu_memory_utilization": "a lower value (e.g. 0.85)",
@@ -298,13 +297,18 @@ SIGNATURES = [
         "patterns": [
             r"\[Errno 98\].*[Aa]ddress already in use",
             r"error while attempting to bind on address .*address already in use",
-            r"Bind for \S+ failed: port is already allocated",
+            # dockerd publishing the container's port (userland proxy or its own listener):
+            # "Error starting userland proxy: listen tcp4 0.0.0.0:8123: bind: address already in use"
+            r"listen (?:tcp|udp)[46]? \[?[\w.:]*?\]?:(?P<port>\d+): bind: address already in use",
+            r"Bind for \S*?:(?P<port>\d+) failed: port is already allocated",
             r"^\[llmfleet\] port (?P<port>\d+) is held by another process",
         ],
-        "diagnosis": "The API port {port} is already taken by another process.",
+        "diagnosis": "The API port {port} is already taken by another process, so the replica cannot listen there.",
         "fix": "Find the holder with `ss -ltnp 'sport = :{port}'` and stop it (often an old replica or a manual "
-               "`docker run`), or give this replica another port in the plan.",
-        "source": "uvicorn / vllm/entrypoints/launchers/launcher.py create_server_socket; dockerd",
+               "`docker run`), or move the replicas to free ports (vllm_server_port_base), then re-run the serve "
+               "playbook: the replica is restarted with the new configuration.",
+        "source": "uvicorn / vllm/entrypoints/launchers/launcher.py create_server_socket; dockerd "
+                  "(driver failed programming external connectivity: listen ... bind: address already in use)",
     },
     {
         "id": "unknown_vllm_env_var",
@@ -798,7 +802,8 @@ def diagnose_replica(evidence, context=None, raw_limit=40):
     """Classify everything collected for one replica.
 
     evidence keys (all optional): replica, unit, unit_state (dict of systemctl show properties) or
-    unit_show (its text), container, inspect (docker inspect object) or inspect_json (its text), journal, container_log, container_stderr, model_dir, model_files,
+    unit_show (its text), container, inspect (docker inspect object) or inspect_json (its text), journal,
+    container_log, container_stderr, model_dir, model_files,
     served_names (list from GET /v1/models), requested_model, extra_text (e.g. a health-gate
     response body), docker_runtimes (list), accelerator ('gpu'|'cpu'), disk (list of {mount, use}).
     Returns {replica, state, findings, report, context}.
@@ -821,7 +826,7 @@ def diagnose_replica(evidence, context=None, raw_limit=40):
     container = ev.get("container") or ""
     if facts.get("oom_killed"):
         lines.append("%s container %s was OOM-killed (exit code %s)" % (EVIDENCE_PREFIX, container,
-                                                                       facts.get("exit_code")))
+                                                                        facts.get("exit_code")))
     for key in ("served_model_name", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "port",
                 "model_path", "image"):
         if facts.get(key) not in (None, "") and key not in ctx:

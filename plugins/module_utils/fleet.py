@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The fleet in front of the replicas: balancer backends, scrape targets, HAProxy state (pure functions, no I/O).
 
 Input is what each serving host's vllm_server role wrote to /etc/llmfleet/serving.json, one "member" per
@@ -47,9 +48,10 @@ def _replica_address(member, index, replica):
     url_host = parse_url(urls[index])[0] if index < len(urls) else ""
     if bind in LOOPBACK:
         raise FleetError(
-            "%s: replica %s listens on loopback only (%s), so no balancer can reach it. Set "
-            "vllm_server_bind_address to the host's private address (e.g. \"{{ ansible_default_ipv4.address }}\") "
-            "and re-run playbooks/serve.yml." % (member["host"], replica.get("name"), bind))
+            "%s: replica %s listens on loopback only (%s), so no balancer can reach it. Set %s to the host's "
+            "private address (e.g. \"{{ ansible_default_ipv4.address }}\") and re-run playbooks/serve.yml."
+            % (member["host"], replica.get("name"), bind,
+               "vllm_server_edge_bind_address" if serving.get("edge") else "vllm_server_bind_address"))
     if bind and bind not in WILDCARD:
         return bind
     if bind is None and url_host and url_host not in LOOPBACK and url_host not in WILDCARD:

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The GPU catalogue (catalogue/gpus.yml): parse `hardware: "4x L40S"`, and match the names nvidia-smi reports.
 
 Pure functions over the catalogue mapping; only ``load_catalogue`` reads the file (controller side: the data

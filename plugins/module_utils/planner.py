@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Capacity planner: which GPU layout serves a model, how much KV cache it gets, and the vLLM flags.
 
 Pure functions, no I/O.  Inputs are ``gpu_facts`` (topology.py) and a profile (model_profiles.py).
@@ -316,6 +317,7 @@ def _pack_pcie(gpus, links, usable, t):
         groups.append(sorted(g))
     return groups
 
+
 def _worst_link(group, links):
     if len(group) < 2:
         return None
@@ -406,7 +408,7 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
 
 def _check_version(have, need):
     def t(v):
-        return tuple(int(x) for x in str(v).split("+")[0].split(".")[:3] if x.isdigit())
+        return tuple(int(x) for x in str(v).split("+", maxsplit=1)[0].split(".")[:3] if x.isdigit())
     return t(have) >= t(need)
 
 
@@ -520,9 +522,9 @@ def _layout_options(profile, objective, features, kv_dtype_bytes):
     """The feature-dependent inputs of the memory model and the KV layout (MTP, text-only, eager, prefix
     caching), settled before expert parallelism is known."""
     arch = profile["arch"]
-    pre, _ = resolve_features(profile, objective, features,
-                              {"expert_parallel": True, "hybrid": arch["linear_attention_layers"] > 0,
-                               "mtp_layers": arch["mtp_layers"]})
+    pre, _unused = resolve_features(profile, objective, features,
+                                    {"expert_parallel": True, "hybrid": arch["linear_attention_layers"] > 0,
+                                     "mtp_layers": arch["mtp_layers"]})
     mtp_on = pre.get("mtp", False)
     return dict(mtp_on=mtp_on, text_only=pre.get("text_only", False), enforce_eager=_eager(profile, pre),
                 prefix_caching=_prefix_caching_on(profile, pre),
@@ -738,7 +740,8 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
             reasons.append("The number of replicas (%d) was set by the user." % replicas_forced)
         tp2 = [c for c in candidates if c["t"] == 2 and c["eval"]["fits"]]
         if tp2 and chosen["t"] != 2:
-            held = lambda c: len(c["groups"]) * min(c["eval"]["max_concurrency"], c["eval"]["max_num_seqs"])  # noqa
+            def held(c):
+                return len(c["groups"]) * min(c["eval"]["max_concurrency"], c["eval"]["max_num_seqs"])
             if held(chosen) < held(tp2[0]):
                 reasons.append("%s holds fewer full-context sequences than %s, but scores higher: the TP2 layout "
                                "holds only %.0f%% more sequences and would pay the all-reduce discount (x %.2f) "
@@ -1011,4 +1014,4 @@ def table_row(hardware, p):
     if not p["fits"] and p.get("suggestions"):
         fits = "no: " + p["suggestions"][0]["text"]
     return "| %s | %s | %s | %s | %s | %s | %s |" % (hardware, s["model"], fits, s["layout"], s["kv_cache_tokens"],
-                                                    s["max_concurrency"], s["max_num_seqs"])
+                                                     s["max_concurrency"], s["max_num_seqs"])

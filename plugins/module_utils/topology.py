@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """GPU topology: parse what nvidia-smi prints, read NVML, and assemble ``gpu_facts``.
 
 Pure parsing functions (no I/O) come first; they take the text a command printed and
@@ -754,7 +755,7 @@ def collect_gpu_facts(run, smi, use_nvml="auto", import_nvml=None, nvswitch_devi
     nvlink_text = smi_run(["nvlink", "-s"], required=False)
     numa = {}
     if read_numa:
-        gpus, _ = parse_query_csv(query)
+        gpus, _warnings = parse_query_csv(query)
         numa = {(g["pci_bus_id"] or "").lower(): read_numa(g["pci_bus_id"]) for g in gpus}
     facts = gpu_facts_from_smi(query, topo_text, xml_text, nvlink_text, nvswitch_devices, numa)
     facts["warnings"] = warnings + facts["warnings"]

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Read what vLLM logs at start-up about its memory and KV cache, and compare it with the plan.
 
 Pure functions, no I/O.  ``parse_boot_log(text)`` takes the text of a vLLM boot log (``journalctl`` /
@@ -219,7 +220,7 @@ def compare_with_plan(boot, plan, tolerance=DEFAULT_TOLERANCE):
             direction = "more" if it["ratio"] > 1 else "less"
             warnings.append("%s: the plan says %s %s, vLLM logged %s %s (planned / actual %.3f: the plan promises "
                             "%s than vLLM has)" % (it["name"], _fmt(it["planned"]), it["unit"], _fmt(it["actual"]),
-                                                   it["unit"], it["ratio"], direction))
+                                                   it["unit"], float(it["ratio"] or 0), direction))
     complete = boot.get("complete")
     ok = None if not complete else not warnings
     conc = next(i for i in items if i["name"] == "max_concurrency")

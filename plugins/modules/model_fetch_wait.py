@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet authors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Documentation only: the work is done by the action plugin plugins/action/model_fetch_wait.py (controller side).
 from __future__ import absolute_import, division, print_function
 
@@ -23,7 +24,7 @@ options:
     type: str
     required: true
   progress_file:
-    description: model_fetch's RV(progress_file) (default C(<dest parent>/.<dest name>.progress.json)).
+    description: model_fetch's O(llmfleet.vllm.model_fetch#module:progress_file) (default C(<dest parent>/.<dest name>.progress.json)).
     type: path
     required: true
   poll_interval:
@@ -35,7 +36,29 @@ options:
     type: int
     default: 14400
 author:
-  - llmfleet authors
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+  - ansible.builtin.action_common_attributes.flow
+attributes:
+  check_mode:
+    support: full
+    details: It only reads the job's status and progress.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action:
+    support: full
+    details: The whole module is an action plugin that runs on the controller and polls the host.
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""

@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Smoke-test an OpenAI-compatible endpoint (vLLM) from the host it runs on."""
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ options:
     description: Bearer token, when the server requires one.
     type: str
     default: ""
-    no_log: true
   prompt:
     description: User message of the test requests.
     type: str
@@ -46,7 +46,21 @@ options:
     type: dict
     default: {}
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: It only sends requests to the endpoint; it changes nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""
@@ -88,9 +102,9 @@ stream_chunks:
 import json
 import time
 import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, open_url
 from ansible_collections.llmfleet.vllm.plugins.module_utils.openai_smoke import (
     chat_reply_text,
     chunk_text,
@@ -106,19 +120,20 @@ def _request(module, path, body=None):
     if module.params["api_key"]:
         headers["Authorization"] = "Bearer " + module.params["api_key"]
     data = json.dumps(body).encode() if body is not None else None
-    return urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
+    return dict(url=url, data=data, headers=headers, method="POST" if body is not None else "GET")
 
 
 def _open(module, request):
     try:
-        return urllib.request.urlopen(request, timeout=module.params["timeout"])
+        return open_url(request["url"], data=request["data"], headers=request["headers"], method=request["method"],
+                        timeout=module.params["timeout"])
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")[:500]
         hint = " (check the API key: vLLM's --api-key protects /v1)" if exc.code == 401 else ""
-        module.fail_json(msg="%s %s answered HTTP %d%s: %s" % (request.get_method(), request.full_url, exc.code, hint, detail))
-    except (urllib.error.URLError, OSError) as exc:
+        module.fail_json(msg="%s %s answered HTTP %d%s: %s" % (request["method"], request["url"], exc.code, hint, detail))
+    except (urllib.error.URLError, UrlsConnectionError, OSError) as exc:
         module.fail_json(msg="%s %s failed: %s (is the replica running and listening?)" % (
-            request.get_method(), request.full_url, exc))
+            request["method"], request["url"], exc))
 
 
 def main():
@@ -128,7 +143,7 @@ def main():
             model=dict(type="str", required=True),
             api_key=dict(type="str", default="", no_log=True),
             prompt=dict(type="str", default="Say hello in five words."),
-            max_tokens=dict(type="int", default=16),
+            max_tokens=dict(type="int", default=16, no_log=False),
             timeout=dict(type="int", default=120),
             chat_template_kwargs=dict(type="dict", default={}),
         ),

@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,9 +17,11 @@ description:
   - An unknown or removed flag fails the task with the flag, the image and the closest valid spelling, so
     the play stops before the running service is touched.
   - With O(min_vllm_version), also reads the image's vLLM version and refuses an image older than that.
+  - Values of the flags the help text marks as JSON (C(Should either be a valid JSON string)) must parse.
+  - With O(env), every C(VLLM_*) name in it must be one of the image's own variables
+    (C(vllm.envs.environment_variables), read once per image ID and cached like the help text).
   - Never changes the host except for the cache files (not written in check mode).
 version_added: "0.1.0"
-author: llmfleet.vllm contributors
 options:
   image:
     description: The image reference the service runs (tag or digest); it must be present on the host.
@@ -67,10 +70,36 @@ options:
     type: list
     elements: str
     default: ["--network", "none"]
+  env:
+    description:
+      - The replica's environment (NAME -> value; only the names are used). Its C(VLLM_*) names are checked
+        against the image's C(vllm.envs); when that list cannot be read, only the names vLLM is known not to read
+        (e.g. C(VLLM_ENABLE_PREFIX_CACHING)) are refused, with a warning.
+    type: dict
+  env_var:
+    description: The variable O(env) comes from, for messages.
+    type: str
+    default: vllm_server_env
   timeout:
     description: Seconds allowed for each throw-away container.
     type: int
     default: 180
+author:
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: The help-text cache is not written in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""
@@ -114,13 +143,24 @@ problems:
   returned: always
   type: list
   elements: dict
+env_known:
+  description: How many environment variables the image's vLLM reads (null when not read).
+  returned: always
+  type: int
 """
 
+import json
 import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import (
+    JSON_FLAGS,
+    env_problems,
+    json_argv_problems,
+    json_flags_from_help,
+)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import (
     argv_flags,
     check_min_version,
@@ -140,6 +180,10 @@ VERSION_SCRIPT = (
     "        pass\n"
     "else:\n"
     "    import vllm; print(vllm.__version__)\n"
+)
+ENV_SCRIPT = (
+    "import json, vllm.envs as e\n"
+    "print(json.dumps(sorted(e.environment_variables)))\n"
 )
 MIN_FLAGS = 20
 
@@ -177,6 +221,8 @@ def main():
             help_args=dict(type="list", elements="str", default=["--help=all"]),
             docker_run_args=dict(type="list", elements="str", default=["--network", "none"]),
             timeout=dict(type="int", default=180),
+            env=dict(type="dict"),
+            env_var=dict(type="str", default="vllm_server_env"),
         ),
         supports_check_mode=True,
     )
@@ -197,6 +243,7 @@ def main():
     key = image_id.split(":", 1)[-1]
     help_path = os.path.join(p["cache_dir"], key + ".txt")
     version_path = os.path.join(p["cache_dir"], key + ".version")
+    envs_path = os.path.join(p["cache_dir"], key + ".envs.json")
 
     def run_in_image(entrypoint, args):
         cmd = [docker, "run", "--rm"] + list(p["docker_run_args"])
@@ -246,12 +293,40 @@ def main():
 
     result = dict(changed=False, image_id=image_id, vllm_version=version, flags_known=len(flags),
                   flags_checked=len(list(argv_flags(p["args"]))), help_cache=help_path, from_cache=from_cache,
-                  problems=[])
+                  problems=[], env_known=None)
     problems = validate_argv(p["args"], flags)
     if problems:
         result["problems"] = problems
         module.fail_json(msg=" ".join(format_problems(problems, image, image_id[:19], version))
                          + " Nothing was restarted.", **result)
+    bad_json = json_argv_problems(p["args"], json_flags_from_help(help_text) | JSON_FLAGS)
+    if bad_json:
+        result["problems"] = bad_json
+        module.fail_json(msg=" ".join(
+            "%s takes JSON, but %r does not parse (%s): fix it in vllm_server_args_extra (a YAML dict is rendered as "
+            "JSON)." % (b["flag"], b["value"], b["error"]) for b in bad_json) + " Nothing was restarted.", **result)
+    if p["env"]:
+        known = None
+        cached = _read(envs_path)
+        try:
+            known = json.loads(cached) if cached else None
+        except ValueError:
+            known = None
+        if known is None and any(str(k).startswith("VLLM_") for k in p["env"]):
+            rc, out, err = run_in_image("python3", ["-c", ENV_SCRIPT])
+            try:
+                known = json.loads((out or "").strip().splitlines()[-1]) if rc == 0 else None
+            except (ValueError, IndexError):
+                known = None
+            if known and not module.check_mode:
+                _write(envs_path, json.dumps(known) + "\n")
+            if not known:
+                module.warn("Could not read vLLM's environment variables from image %s (rc %s: %s); only the names "
+                            "vLLM is known not to read are checked." % (image, rc, (err or out).strip()[-300:]))
+        result["env_known"] = len(known) if known else None
+        env_bad = env_problems(p["env"], known=known or None, var=p["env_var"], image=image)
+        if env_bad:
+            module.fail_json(msg=" ".join(env_bad) + " Nothing was restarted.", **result)
     if p["min_vllm_version"]:
         if version is None:
             module.fail_json(msg="Could not read the vLLM version of image %s to check min_vllm_version %s; pass "

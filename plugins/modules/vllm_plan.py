@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet maintainers
-# Apache-2.0
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -121,12 +122,29 @@ options:
     type: bool
     default: false
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+  - ansible.builtin.action_common_attributes.flow
 attributes:
   check_mode:
     support: full
+    details: It only plans.
+  diff_mode:
+    support: none
+  platform:
+    platforms: all
   action:
     support: full
+    details: Plans on the controller; the module part only documents the options.
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""
@@ -187,7 +205,7 @@ plan:
       description: Whole full-context sequences one replica runs at once (max_concurrency bounded by max_num_seqs).
       type: int
     max_concurrency_total: {description: The same over all replicas., type: int}
-    layout: {description: Short layout text, e.g. "2 x TP1" or "1 x TP2 EP NVLink"., type: str}
+    layout: {description: 'Short layout text, e.g. C(2 x TP1) or C(1 x TP2 EP NVLink).', type: str}
     interconnect: {description: NVLink or the worst PCIe link inside a TP group (null for TP1)., type: str}
     unused_gpus: {description: GPUs left out of every replica., type: list}
     features: {description: Profile features on (true) or off (false)., type: dict}
@@ -224,7 +242,7 @@ ARGUMENT_SPEC = dict(
     objective=dict(type="str", choices=["throughput", "latency"], default="throughput"),
     max_model_len=dict(type="int"),
     max_num_seqs=dict(type="int"),
-    max_num_batched_tokens=dict(type="int"),
+    max_num_batched_tokens=dict(type="int", no_log=False),
     gpu_memory_utilization=dict(type="float", default=0.9),
     tensor_parallel_size=dict(type="int"),
     replicas=dict(type="int"),

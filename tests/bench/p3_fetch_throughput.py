@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """P3: model_fetch throughput vs a plain HTTP client (curl) over the same local mirror and files.
 
 Builds a synthetic model with large random shards (default 2 x 200 MiB, generated on the fly, never
@@ -55,7 +55,7 @@ def module_fetch(args, work):
                MODELSCOPE_CACHE=str(work / "ms-home"))
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, str(ROOT / "plugins" / "modules" / "model_fetch.py"), str(argfile)],
-                       env=env, capture_output=True, text=True)
+                       env=env, capture_output=True, text=True, check=False)
     dt = time.perf_counter() - t0
     try:
         res = json.loads(p.stdout)

@@ -36,7 +36,7 @@ if [ -n "$smi" ]; then
 fi
 cat /proc/driver/nvidia/version > "$OUT/host/procver.txt" 2>&1
 { echo "# ls -la /proc/driver/nvidia-nvswitch/devices/"; ls -la /proc/driver/nvidia-nvswitch/devices/ 2>&1; } > "$OUT/host/nvswitch-devices.txt"
-note "nvswitch devices: $(ls /proc/driver/nvidia-nvswitch/devices/ 2>/dev/null | wc -l) entr(y/ies)"
+note "nvswitch devices: $(find /proc/driver/nvidia-nvswitch/devices/ -mindepth 1 -maxdepth 1 2>/dev/null | wc -l) entr(y/ies)"
 
 # 2. Ansible: the collection resolved from this checkout through a private collections dir.
 py=$(command -v python3)

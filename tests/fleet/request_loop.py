@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """A bounded request loop against one OpenAI-compatible endpoint (the balancer), counting failures.
 
 At most N requests, over at most T seconds, by W workers; it also stops early when asked (stop event, or
@@ -25,7 +25,7 @@ class RequestLoop:
     """Send chat completions until `max_requests` were sent, `max_seconds` passed, or stop() is called."""
 
     def __init__(self, base_url, model, api_key="", max_requests=100, max_seconds=60.0, workers=1,
-                 pause=0.0, timeout=60.0, max_tokens=8, prompt="Say hello.", deterministic=True):
+                 pause=0.0, timeout=60.0, max_tokens=8, prompt="Say hello.", deterministic=True, vary_prompt=False):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key
@@ -37,6 +37,8 @@ class RequestLoop:
         self.max_tokens = int(max_tokens)
         self.prompt = prompt
         self.deterministic = deterministic
+        # Number each request's prompt ("Say hello. (request 7)"): distinct prompts for a prefix-aware balancer.
+        self.vary_prompt = vary_prompt
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = []
@@ -59,9 +61,10 @@ class RequestLoop:
             self.sent += 1
             return self.sent
 
-    def _one(self):
+    def _one(self, number=0):
+        prompt = "%s (request %d)" % (self.prompt, number) if self.vary_prompt else self.prompt
         body = {"model": self.model, "max_tokens": self.max_tokens,
-                "messages": [{"role": "user", "content": self.prompt}]}
+                "messages": [{"role": "user", "content": prompt}]}
         if self.deterministic:
             body.update({"temperature": 0, "ignore_eos": True})
         body = json.dumps(body).encode()
@@ -91,10 +94,13 @@ class RequestLoop:
                 self.first_errors.append("%.1fs %s: %s" % (time.monotonic() - self.started, kind, error))
 
     def _worker(self):
-        while self._claim() is not None:
+        while True:
+            number = self._claim()
+            if number is None:
+                break
             started = time.monotonic()
             try:
-                self._one()
+                self._one(number)
                 error = None
             except Exception as exc:  # every failure a client would see counts
                 error = exc
@@ -104,7 +110,7 @@ class RequestLoop:
 
     def start(self):
         self.started = time.monotonic()
-        self._threads = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.workers)]
+        self._threads = [threading.Thread(target=self._worker, daemon=True) for _unused in range(self.workers)]
         for thread in self._threads:
             thread.start()
         return self

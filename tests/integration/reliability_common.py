@@ -58,8 +58,8 @@ class Run:
         self.status = runner.status
         self.rc = runner.rc
         stats = runner.stats or {}
-        self.changed = {h: n for h, n in (stats.get("changed") or {}).items()}
-        self.failures = {h: n for h, n in (stats.get("failures") or {}).items()}
+        self.changed = dict(stats.get("changed") or {})
+        self.failures = dict(stats.get("failures") or {})
         self.failures.update({h: n for h, n in (stats.get("dark") or {}).items() if n})
         self.messages = []
         self.changed_tasks = []
@@ -121,7 +121,7 @@ def write_result(name, doc):
 
 def start_host(name, image, extra_args=()):
     """A fresh Debian 12 systemd test host (the same recipe as Molecule's platform and the demo)."""
-    subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True)
+    subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, check=False)
     subprocess.run(["docker", "run", "-d", "--name", name, "--hostname", name, "--cap-add", "SYS_ADMIN",
                     "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined", "--security-opt",
                     "apparmor=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
@@ -138,7 +138,7 @@ def wait_systemd(name, timeout=120, booting_ok=False):
     ok = ("running", "degraded") + (("starting",) if booting_ok else ())
     while time.monotonic() < end:
         state = subprocess.run(["docker", "exec", name, "systemctl", "is-system-running"],
-                               capture_output=True, text=True).stdout.strip()
+                               capture_output=True, text=True, check=False).stdout.strip()
         if state in ok:
             return state
         time.sleep(1)
@@ -146,7 +146,7 @@ def wait_systemd(name, timeout=120, booting_ok=False):
 
 
 def remove_host(name):
-    subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True)
+    subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, check=False)
 
 
 def host_exec(name, *cmd, check=False, timeout=60):
@@ -162,7 +162,8 @@ def docker_inventory(hosts, group="gpu_nodes"):
 
 # ---- one served test host, shared by the fault tests and the secrets audit ------------------------------------
 
-SERVED_HOST = "llmfleet-rel-host"
+# LLMFLEET_TEST_SERVED_HOST: another name, so two checkouts on one machine do not replace each other's host.
+SERVED_HOST = os.environ.get("LLMFLEET_TEST_SERVED_HOST", "llmfleet-rel-host")
 # Sentinels: unique strings that must never show up where the audit looks (only in the 0600 env file).
 SENTINEL_API_KEY = "llmfleet-sentinel-apikey-7f3a9c2e"
 SENTINEL_HUB_TOKEN = "hf_llmfleetSentinelHubToken5b81d4"

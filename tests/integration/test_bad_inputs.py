@@ -15,6 +15,7 @@ H200 captures, and the edited captures of tests/fixtures/nvidia (old driver, MIG
 Writes .cache/reliability/bad_inputs.json (tried / refused cleanly per case) for tests/reliability_report.py.
 """
 import atexit
+import json
 import os
 import socket
 import subprocess
@@ -97,9 +98,10 @@ def capture(name, query_sed=""):
             "LLMFLEET_TEST_QUERY_SED": query_sed}
 
 
-def case(cid, what, play, base, override, fragments, env=None, absent=()):
+def case(cid, what, play, base, override, fragments, env=None, absent=(), max_lines=None, lacks=()):
+    """max_lines: the failure message may have at most this many lines; lacks: strings it must not contain."""
     return pytest.param(dict(play=play, vars=dict(base, **override), fragments=fragments, env=env or {},
-                             absent=absent, what=what), id=cid)
+                             absent=absent, what=what, max_lines=max_lines, lacks=lacks), id=cid)
 
 
 CASES = [
@@ -111,26 +113,43 @@ CASES = [
          role_play("preflight"), PRE_CPU, {"llmfleet_max_model_len": 10000000},
          ["max_model_len 10000000 exceeds the model's context"]),
     case("max-model-len-not-int", "wrong type for an int", role_play("preflight"), PRE_CPU,
-         {"llmfleet_max_model_len": "long"}, ["preflight_max_model_len", "int"]),
+         {"llmfleet_max_model_len": "long"}, ['llmfleet_max_model_len must be a whole number', 'got "long"']),
     case("max-model-len-negative", "negative context", role_play("preflight"), PRE_CPU,
-         {"llmfleet_max_model_len": -5}, ["preflight_max_model_len (-5)", "must be positive numbers"]),
+         {"llmfleet_max_model_len": -5}, ["llmfleet_max_model_len must be a whole number at least 0", "got -5"]),
     case("accelerator-unknown", "llmfleet_accelerator outside gpu|cpu", role_play("preflight"), PRE_CPU,
          {"llmfleet_accelerator": "tpu"}, ["llmfleet_accelerator", "gpu, cpu"]),
     case("objective-unknown", "objective outside throughput|latency", role_play("preflight"), PRE_CPU,
-         {"llmfleet_objective": "fastest"}, ["preflight_objective", "throughput, latency"]),
+         {"llmfleet_objective": "fastest"}, ['llmfleet_objective must be one of throughput, latency; got "fastest"']),
     case("features-not-a-dict", "features as a string", role_play("preflight"), PRE_CPU,
-         {"llmfleet_features": "tool_calling"}, ["preflight_features", "dict"]),
+         {"llmfleet_features": "tool_calling"}, ["llmfleet_features must be a dict"]),
     case("feature-unknown", "a feature the profile does not define", role_play("preflight"), PRE_CPU,
          {"llmfleet_features": {"warp_drive": True}}, ["warp_drive", "not defined for"]),
     case("gpu-memory-utilization-zero", "share of GPU memory 0", role_play("preflight"), PRE_GPU,
-         {"llmfleet_gpu_memory_utilization": 0}, ["preflight_gpu_memory_utilization must be in (0, 1]"],
+         {"llmfleet_gpu_memory_utilization": 0}, ["llmfleet_gpu_memory_utilization must be a number above 0 and at most 1"],
          env=capture("h200x2")),
     case("gpu-memory-utilization-above-one", "share of GPU memory 1.5", role_play("preflight"), PRE_GPU,
-         {"llmfleet_gpu_memory_utilization": 1.5}, ["preflight_gpu_memory_utilization must be in (0, 1]"],
+         {"llmfleet_gpu_memory_utilization": 1.5}, ["llmfleet_gpu_memory_utilization must be a number above 0 and at most 1"],
          env=capture("h200x2")),
     case("gpu-memory-utilization-not-float", "wrong type for a float", role_play("preflight"), PRE_GPU,
-         {"llmfleet_gpu_memory_utilization": "most"}, ["preflight_gpu_memory_utilization", "float"],
+         {"llmfleet_gpu_memory_utilization": "most"}, ['llmfleet_gpu_memory_utilization must be a number', 'got "most"'],
          env=capture("h200x2")),
+    # issue 16: accepted silently before, or refused with Ansible's type error and the argument spec
+    case("gpu-memory-utilization-high", "share of GPU memory as a word: one line naming the user's variable",
+         role_play("preflight"), PRE_GPU, {"llmfleet_gpu_memory_utilization": "high"},
+         ['llmfleet_gpu_memory_utilization must be a number above 0 and at most 1 (e.g. 0.9); got "high".'],
+         env=capture("h200x2"), max_lines=1, lacks=["preflight_gpu_memory_utilization", "argument_spec"]),
+    case("served-model-name-empty", "an empty served model name (would fall back to the directory name)",
+         role_play("preflight"), PRE_CPU, {"llmfleet_served_model_name": ""},
+         ["llmfleet_served_model_name must not be empty"]),
+    case("json-flag-malformed", "a malformed JSON value for --speculative-config", role_play("preflight"), PRE_CPU,
+         {"vllm_server_args_extra": {"speculative-config": "{'method': 'mtp', 'num_speculative_tokens': 1"}},
+         ["vllm_server_args_extra: --speculative-config takes JSON", "does not parse"]),
+    case("env-prefix-caching-variable", "the seed's VLLM_ENABLE_PREFIX_CACHING=1 in the replica environment",
+         role_play("preflight"), PRE_CPU, {"vllm_server_env": {"VLLM_ENABLE_PREFIX_CACHING": "1"}},
+         ["vllm_server_env sets VLLM_ENABLE_PREFIX_CACHING, which vLLM does not read", "--enable-prefix-caching"]),
+    case("gpu-accelerator-without-nvidia-smi", "accelerator gpu on a host without nvidia-smi",
+         role_play("preflight"), PRE_GPU, {"preflight_use_nvml": "false", "preflight_nvidia_smi_path": "/nonexistent/nvidia-smi"},
+         ["llmfleet_accelerator is gpu", "set llmfleet_accelerator: cpu"]),
     # preflight on GPU hosts (test-double nvidia-smi replaying real H200 captures)
     case("tp-not-dividing-heads", "tensor parallel size 3 with 16 attention heads", role_play("preflight"),
          PRE_GPU, {"llmfleet_tensor_parallel_size": 3}, ["tensor_parallel_size 3 is not possible", "does not divide the 16 attention heads", "use one of 1, 2"],
@@ -174,11 +193,16 @@ CASES = [
     case("replicas-share-a-port", "two replicas on one port", role_play("vllm_server"), SERVER,
          {"vllm_server_replicas": [{"name": "0", "port": 8000, "gpus": []}, {"name": "1", "port": 8000, "gpus": []}]},
          ["own name, port and GPUs", "vllm_server_replicas"]),
+    case("serve-served-model-name-empty", "serve.yml alone with an empty served model name", role_play("vllm_server"),
+         SERVER, {"llmfleet_served_model_name": ""}, ["llmfleet_served_model_name is empty"]),
     case("port-base-not-int", "wrong type for a port", role_play("vllm_server"), SERVER,
          {"vllm_server_port_base": "eighty"}, ["vllm_server_port_base must be a TCP port number"]),
     case("prod-endpoint-without-api-key", "prod replicas on every address with no API key",
          role_play("vllm_server"), SERVER, {"llmfleet_environment": "prod", "llmfleet_api_key": ""},
-         ["llmfleet_environment is prod", "Set llmfleet_api_key", "vllm_server_bind_address"]),
+         ["llmfleet_environment is prod", "Set llmfleet_api_key", "vllm_server_edge_bind_address"]),
+    case("prod-replica-on-every-address", "prod replicas on every address, key set (vLLM's key guards /v1 only)",
+         role_play("vllm_server"), SERVER, {"llmfleet_environment": "prod", "vllm_server_bind_address": "0.0.0.0"},
+         ["llmfleet_environment is prod", "vllm_server_bind_address is 0.0.0.0", "/invocations"]),
     case("server-image-not-on-host", "an image the host does not have", role_play("vllm_server"), SERVER, {},
          ["is not present on", "run the vllm_image role"], absent=["/etc/systemd/system/llmfleet-vllm@.service"]),
     # docker_engine, verify: argument specs
@@ -212,6 +236,9 @@ def check(params, tmp_path=None):
         assert not os.path.exists(path), "%s exists before the case ran; cannot tell" % path
     run = run_playbook(params["play"], LOCALHOST, extravars=params["vars"], envvars=params["env"])
     missing = [f for f in params["fragments"] if f not in run.message]
+    missing += ["(must not contain) " + f for f in params.get("lacks", ()) if f in run.message]
+    if params.get("max_lines") and len(run.message.strip().splitlines()) > params["max_lines"]:
+        missing.append("(at most %d line(s), got %d)" % (params["max_lines"], len(run.message.strip().splitlines())))
     clean = (run.status == "failed" and run.changed_total == 0 and not missing
              and not any(os.path.exists(p) for p in params["absent"]))
     return run, missing, clean
@@ -219,10 +246,10 @@ def check(params, tmp_path=None):
 
 def record(cid, params, run, clean):
     RESULTS[cid] = {"what": params["what"], "refused_cleanly": clean, "status": run.status,
-                                         "changed": run.changed_total, "message": run.message[-600:],
-                                         "wall_s": round(run.wall_s, 1)}
-    write_result("bad_inputs", {"tried": len(RESULTS), "refused_cleanly": sum(r["refused_cleanly"] for r in
-                                                                            RESULTS.values()), "cases": RESULTS})
+                    "changed": run.changed_total, "message": run.message[-600:],
+                    "wall_s": round(run.wall_s, 1)}
+    write_result("bad_inputs", {"tried": len(RESULTS), "refused_cleanly": sum(r["refused_cleanly"] for r in RESULTS.values()),
+                                "cases": RESULTS})
 
 
 def assert_refused(run, missing, params):
@@ -290,7 +317,7 @@ def full_disk(tmp_path):
     """A 1 MiB filesystem (tmpfs) under the model directory: the tiny model (3.4 MiB) cannot fit."""
     mnt = tmp_path / "small-disk"
     mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, check=False)
     if res.returncode != 0:
         pytest.skip("cannot mount a small tmpfs here (needs root): %s" % res.stderr.decode().strip())
     yield mnt
@@ -313,21 +340,36 @@ def test_weights_dir_on_a_full_disk_is_refused(full_disk):
 
 
 @pytest.fixture(scope="module")
-def hub():
-    """olah (a real Hugging Face mirror, offline) serving a small synthetic repo (tests/testbed)."""
+def hub_root():
+    """A small synthetic repo published as a local hub mirror tree (tests/testbed)."""
     sys.path.insert(0, os.path.join(TOP, "tests", "testbed"))
     import hub_repo
-    import hubs
     import tempfile
     from pathlib import Path
     root = Path(tempfile.mkdtemp(prefix="llmfleet-rel-hub-"))
     model = hub_repo.synth_model(root / "m", [1])
     hub_repo.publish(model, root / "mirrors", "acme/tiny-rel")
-    srv = hubs.start_olah(root / "mirrors", probe_repo="acme/tiny-rel")
-    yield srv
-    srv.stop()
+    yield root / "mirrors"
     import shutil
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def hub(hub_root):
+    """olah (a real Hugging Face mirror, offline) serving the synthetic repo."""
+    import hubs
+    srv = hubs.start_olah(hub_root, probe_repo="acme/tiny-rel")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def ms_hub(hub_root):
+    """The test bed's ModelScope API server (tests/testbed/modelscope_server.py) serving the same repo."""
+    import hubs
+    srv = hubs.start_modelscope(hub_root)
+    yield srv
+    srv.stop()
 
 
 def test_nonexistent_revision_is_refused_before_any_download(hub, tmp_path):
@@ -341,4 +383,179 @@ def test_nonexistent_revision_is_refused_before_any_download(hub, tmp_path):
                   absent=[str(dest), str(tmp_path / "models" / ".tiny.partial")])
     run, missing, clean = check(params)
     record("nonexistent-revision", params, run, clean)
+    assert_refused(run, missing, params)
+
+
+# ---- issue 16: the model source checked from the controller by preflight, before anything touches a host -------
+
+def _preflight_source(**source):
+    return dict(PRE_CPU, **source)
+
+
+HUB_CASES = [
+    ("hub-revision-missing", "hf", "acme/tiny-rel", "no-such-branch",
+     ['acme/tiny-rel at revision "no-such-branch" was not found', "model_weights_revision"]),
+    ("hub-repo-missing", "hf", "acme/no-such-model", "",
+     ["acme/no-such-model at revision", "model_weights_repo_id"]),
+    ("modelscope-source-at-hf-endpoint", "modelscope", "acme/tiny-rel", "",
+     ["is a Hugging Face endpoint, but model_weights_source is modelscope", "model_weights_endpoint"]),
+]
+
+
+@pytest.mark.parametrize("cid,source,repo,revision,fragments", HUB_CASES, ids=[c[0] for c in HUB_CASES])
+def test_hub_source_is_checked_from_the_controller_before_any_change(hub, cid, source, repo, revision, fragments):
+    params = dict(play=role_play("preflight"), what="%s (preflight, controller)" % cid,
+                  vars=_preflight_source(model_weights_source=source, model_weights_repo_id=repo,
+                                         model_weights_revision=revision, model_weights_endpoint=hub.url),
+                  fragments=fragments, env={}, absent=())
+    run, missing, clean = check(params)
+    record(cid, params, run, clean)
+    assert_refused(run, missing, params)
+    assert run.wall_s < 120, "took %.0fs: the check should answer in seconds" % run.wall_s
+
+
+MS_CASES = [
+    ("modelscope-revision-missing", "modelscope", "no-such-tag",
+     ['model_weights_revision "no-such-tag" does not exist in acme/tiny-rel']),
+    ("hf-source-at-modelscope-endpoint", "hf", "", ["is a ModelScope endpoint, but model_weights_source is hf"]),
+]
+
+
+@pytest.mark.parametrize("cid,source,revision,fragments", MS_CASES, ids=[c[0] for c in MS_CASES])
+def test_modelscope_source_is_checked_from_the_controller(ms_hub, cid, source, revision, fragments):
+    params = dict(play=role_play("preflight"), what="%s (preflight, controller)" % cid,
+                  vars=_preflight_source(model_weights_source=source, model_weights_repo_id="acme/tiny-rel",
+                                         model_weights_revision=revision, model_weights_endpoint=ms_hub.url),
+                  fragments=fragments, env={}, absent=())
+    run, missing, clean = check(params)
+    record(cid, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+@pytest.mark.parametrize("source,server", [("hf", "hub"), ("modelscope", "ms_hub")])
+def test_existing_hub_repo_passes_preflight(source, server, request):
+    srv = request.getfixturevalue(server)
+    run = run_playbook(role_play("preflight"), LOCALHOST, extravars=_preflight_source(
+        model_weights_source=source, model_weights_repo_id="acme/tiny-rel", model_weights_endpoint=srv.url))
+    assert run.status == "successful", run.message or run.stdout[-3000:]
+    assert run.changed_total == 0
+
+
+def _model_dir(path, drop=(), shards=2, present=None):
+    """A model directory: config, tokenizer files, an index of `shards` shards of which `present` exist."""
+    path.mkdir(parents=True)
+    names = ["model-%05d-of-%05d.safetensors" % (i + 1, shards) for i in range(shards)]
+    files = {"config.json": "{}", "tokenizer.json": "{}", "tokenizer_config.json": "{}",
+             "model.safetensors.index.json": json.dumps({"weight_map": {"w%d" % i: n for i, n in enumerate(names)}})}
+    for name in names[:shards if present is None else present]:
+        files[name] = ""
+    for name, text in files.items():
+        if name not in drop:
+            (path / name).write_text(text)
+    return str(path)
+
+
+LOCAL_CASES = [
+    ("local-model-without-tokenizer-config", dict(drop=["tokenizer_config.json"]), ["lacks tokenizer_config.json"]),
+    ("local-model-without-config", dict(drop=["config.json"]), ["lacks config.json"]),
+    ("local-model-missing-a-shard", dict(present=1), ["1 of the 2 shards", "model-00002-of-00002.safetensors"]),
+]
+
+
+@pytest.mark.parametrize("cid,layout,fragments", LOCAL_CASES, ids=[c[0] for c in LOCAL_CASES])
+def test_incomplete_local_model_is_refused(tmp_path, cid, layout, fragments):
+    path = _model_dir(tmp_path / "tiny", **layout)
+    params = dict(play=role_play("preflight"), what="%s (model_weights_source local)" % cid,
+                  vars=_preflight_source(model_weights_source="local", model_weights_local_path=path),
+                  fragments=["model_weights_local_path %s" % path] + fragments, env={}, absent=())
+    run, missing, clean = check(params)
+    record(cid, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+def test_complete_local_model_passes_preflight(tmp_path):
+    path = _model_dir(tmp_path / "tiny")
+    run = run_playbook(role_play("preflight"), LOCALHOST, extravars=_preflight_source(
+        model_weights_source="local", model_weights_local_path=path))
+    assert run.status == "successful", run.message or run.stdout[-3000:]
+
+
+# ---- issue 16: plan.yml honours a tensor-parallel override instead of ignoring it -----------------------------
+
+def test_plan_honours_a_tensor_parallel_override():
+    hw = {"plan_hardware": ["2x H200 NVLink"], "plan_models": ["Qwen/Qwen3.5-35B-A3B-FP8"]}
+    default = run_playbook(os.path.join(TOP, "playbooks", "plan.yml"), LOCALHOST, extravars=hw)
+    forced = run_playbook(os.path.join(TOP, "playbooks", "plan.yml"), LOCALHOST,
+                          extravars=dict(hw, llmfleet_tensor_parallel_size=2))
+    assert default.status == forced.status == "successful", forced.message
+    assert "2 x TP1" in default.stdout and "1 x TP2" in forced.stdout, forced.stdout[-2000:]
+    params = dict(play=os.path.join(TOP, "playbooks", "plan.yml"), what="plan.yml with a TP size that is no number",
+                  vars=dict(hw, plan_tensor_parallel_size="two"), fragments=["plan_tensor_parallel_size", "two"],
+                  env={}, absent=())
+    run, missing, clean = check(params)
+    record("plan-tensor-parallel-not-a-number", params, run, clean)
+    assert_refused(run, missing, params)
+
+
+# ---- issue 16: the serve stage validates against the pinned image before writing or stopping anything --------
+# vllm_server on localhost with the test bed's real vLLM CPU image: the image's own `--help=all` and `vllm.envs`
+# (one throw-away container each, cached per image ID) refuse what preflight cannot know; the port and the model
+# directory are checked before any file is written. Needs `make testbed` (the image); a few seconds each.
+
+# By tag: community.docker's image lookup does not resolve a tag@digest reference on this engine.
+VLLM_IMAGE = (os.environ.get("LLMFLEET_TEST_VLLM_IMAGE") or __import__("reliability_common").load_env().get(
+    "LLMFLEET_TEST_VLLM_IMAGE", "")).split("@")[0]
+SERVE_WRITES = ["/etc/systemd/system/llmfleet-vllm@.service", "/etc/llmfleet/vllm-0.run", "/etc/llmfleet/vllm-0.env"]
+
+
+def _image_present():
+    if not VLLM_IMAGE:
+        return False
+    return subprocess.run(["docker", "image", "inspect", VLLM_IMAGE], capture_output=True, check=False).returncode == 0
+
+
+needs_image = pytest.mark.skipif(not _image_present(), reason="needs the test bed's vLLM CPU image (make testbed)")
+
+
+def _serve_vars(tmp_path, **override):
+    model = override.pop("model", None) or _model_dir(tmp_path / "tiny")
+    return dict(SERVER, vllm_server_image=VLLM_IMAGE, vllm_server_model_path=model, **override)
+
+
+@needs_image
+@pytest.mark.parametrize("cid,override,fragments", [
+    ("serve-env-not-a-vllm-variable", {"vllm_server_env": {"VLLM_LOGING_LEVEL": "DEBUG"}},
+     ["VLLM_LOGING_LEVEL, which is not one of vLLM's environment variables", "did you mean VLLM_LOGGING_LEVEL?"]),
+    ("serve-env-prefix-caching-variable", {"vllm_server_env": {"VLLM_ENABLE_PREFIX_CACHING": "1"}},
+     ["VLLM_ENABLE_PREFIX_CACHING, which vLLM does not read", "--enable-prefix-caching"]),
+    ("serve-json-flag-malformed", {"vllm_server_args_extra": {"kv-transfer-config": "{kv_connector: x"}},
+     ["--kv-transfer-config takes JSON", "Nothing was restarted"]),
+], ids=["serve-env-not-a-vllm-variable", "serve-env-prefix-caching-variable", "serve-json-flag-malformed"])
+def test_serve_checks_against_the_image_before_writing(tmp_path, cid, override, fragments):
+    params = dict(play=role_play("vllm_server"), what="%s (vllm_server, the pinned image's own lists)" % cid,
+                  vars=_serve_vars(tmp_path, **override), fragments=fragments, env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record(cid, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+@needs_image
+def test_serve_refuses_a_held_port_before_writing(tmp_path, busy_port):
+    params = dict(play=role_play("vllm_server"), what="vllm_server onto a port another process holds",
+                  vars=_serve_vars(tmp_path, vllm_server_port_base=busy_port),
+                  fragments=["Port %d on localhost is in use by another process" % busy_port,
+                             "vllm_server_port_base", "Nothing was changed"], env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record("serve-port-held", params, run, clean)
+    assert_refused(run, missing, params)
+
+
+@needs_image
+def test_serve_refuses_an_incomplete_model_dir_before_writing(tmp_path):
+    model = _model_dir(tmp_path / "tiny", drop=["tokenizer_config.json"])
+    params = dict(play=role_play("vllm_server"), what="vllm_server with a model directory lacking tokenizer_config.json",
+                  vars=_serve_vars(tmp_path, model=model),
+                  fragments=["the model directory %s lacks tokenizer_config.json" % model], env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record("serve-model-dir-incomplete", params, run, clean)
     assert_refused(run, missing, params)

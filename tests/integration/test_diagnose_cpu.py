@@ -232,7 +232,7 @@ def test_provoked_failures_get_the_right_diagnosis_in_the_play_output(tmp_path_f
                 slow = " (stopped at the %d s bound: the engine had not got that far)" % CASE_TIMEOUT \
                     if case.waited >= CASE_TIMEOUT else ""
                 failures.append("%s: expected %s first%s, got:\n  %s" % (case.name, case.expect, slow,
-                                                                      "\n  ".join(report)))
+                                                                         "\n  ".join(report)))
         assert not failures, "\n\n".join(failures)
         gate_case = next((c for c in cases if not c.healthy), None)
         if gate_case:

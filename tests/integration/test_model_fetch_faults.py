@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -186,7 +185,7 @@ def assert_same_as_source(dest, model_dir):
 
 @pytest.mark.parametrize("source", ["hf", "modelscope"])
 def test_kill_mid_download_then_rerun_keeps_finished_files(source, olah_slow, ms_slow, ms, olah, model_dir,
-                                                          tmp_path):
+                                                           tmp_path):
     dest = tmp_path / "models" / "tiny"
     staging = tmp_path / "models" / ".tiny.partial"
     slow = olah_slow if source == "hf" else ms_slow
@@ -262,7 +261,7 @@ def test_corrupt_finished_file_in_staging_is_refetched(olah_slow, olah, model_di
 def tiny_fs(tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True, check=False)
     if res.returncode != 0:
         pytest.skip("cannot mount a small tmpfs here (needs root): %s" % res.stderr.decode().strip())
     yield mnt
@@ -352,7 +351,7 @@ def test_play_output_shows_bytes_percent_rate_and_eta_while_downloading(olah_slo
     env = _env(tmp_path)
     env["ANSIBLE_STDOUT_CALLBACK"] = "default"
     p = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                        str(pb), "-e", "@%s" % ev], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                        str(pb), "-e", "@%s" % ev], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     lines = re.findall(r"model_fetch downloading: ([\d.]+) (\w+) / ([\d.]+) MiB \(([\d.]+)%\) at ([\d.]+) \w+/s, ETA (\S+)",
                        p.stdout)

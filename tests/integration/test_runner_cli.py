@@ -24,7 +24,7 @@ def llmfleet_run(*args, tmp_path, env=None, check=None):
     run_env.update(env or {})
     proc = subprocess.run(
         [sys.executable, "-m", "ansible_collections.llmfleet.vllm.plugins.cli.runner", *map(str, args)],
-        cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=300, check=False
     )
     summary = json.loads(proc.stdout) if proc.stdout.strip() else None
     return proc.returncode, summary, proc.stderr
@@ -101,8 +101,8 @@ def test_secret_printed_by_a_careless_task_is_scrubbed_and_reported(tmp_path):
 def test_every_run_gets_a_fresh_private_data_dir(tmp_path):
     runs = tmp_path / "runs"
     common = [PLAYBOOKS / "passing.yml", "-i", INVENTORY, "--artifacts-dir", runs, "--keep-artifacts"]
-    _, first, _ = llmfleet_run(*common, "-e", "greeting=hello", tmp_path=tmp_path)
-    _, second, _ = llmfleet_run(*common, tmp_path=tmp_path)
+    _unused, first, _unused = llmfleet_run(*common, "-e", "greeting=hello", tmp_path=tmp_path)
+    _unused, second, _unused = llmfleet_run(*common, tmp_path=tmp_path)
     assert first["artifacts_dir"] != second["artifacts_dir"]
 
     def stdout_of(summary):

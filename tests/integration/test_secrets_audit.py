@@ -16,9 +16,7 @@ Searched (fixed strings, the values and their JSON-escaped form):
               and each container's writable layer (what vLLM wrote inside)
 Writes .cache/reliability/secrets_audit.json for tests/reliability_report.py.
 """
-import glob
 import os
-import subprocess
 import sys
 
 import pytest
@@ -71,7 +69,7 @@ def host_grep(paths, exclude=()):
     r = C.host_exec(HOST, "sh", "-c", " ".join(args) + " -- " + " ".join(paths) + " 2>/dev/null", timeout=300)
     hits = {}
     for line in r.stdout.splitlines():
-        f, _, n = line.rpartition(":")
+        f, _unused, n = line.rpartition(":")
         if n.isdigit() and int(n) > 0:
             hits[f] = int(n)
     return hits
@@ -97,6 +95,7 @@ def audit(d):
     found["/etc/llmfleet (env file and edge key list excluded)"] = host_grep(
         ["/etc/llmfleet"], exclude=["vllm-*.env", "edge-api-keys.lst"])
     found["/var/log, /root, /tmp on the host"] = host_grep(["/var/log", "/root", "/tmp"])
+    found["/var/cache/llmfleet (engine caches) and /var/lib/llmfleet"] = host_grep(["/var/cache/llmfleet", "/var/lib/llmfleet"])
     cmdlines = host_text("sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null")
     found["/proc/*/cmdline on the host"] = {"cmdlines": count_in_text(cmdlines)} if count_in_text(cmdlines) else {}
     ids = containers()
@@ -125,7 +124,7 @@ def test_no_secret_outside_the_env_file(deployed):
     # Positive control: the same search finds the sentinels where they are meant to be.
     control = host_grep(["/etc/llmfleet"])
     C.write_result("secrets_audit", {
-        "secret_hits": total, "places": {k: v for k, v in found.items()}, "places_searched": len(found),
+        "secret_hits": total, "places": dict(found), "places_searched": len(found),
         "containers_inspected": n_containers, "processes_checked": n_procs, "env_file": ENV_FILE,
         "env_file_mode_owner": env_mode, "env_file_holds": len(env_holds), "control_hits_in_env_file": control})
     assert control.get(ENV_FILE, 0) >= 1, "the search does not even find the sentinels in the env file: %s" % control

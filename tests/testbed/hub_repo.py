@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Test-bed hub repositories: one local git repo that both local hubs serve.
 
 Two jobs, usable from pytest (import) and from shell (CLI):

@@ -2,10 +2,7 @@
 # Build a test-bed image from tests/images/<name>/, cached by a content hash of its recipe:
 # the tag is the hash, so a second run finds the image and rebuilds nothing.
 # Usage: image.sh NAME   -> prints the image reference (llmfleet-testbed/NAME:<hash>)
-#        image.sh --present NAME   -> exit 0 when that image is built already (builds nothing)
 set -euo pipefail
-present_only=false
-if [ "${1:-}" = --present ]; then present_only=true; shift; fi
 name=$1
 top=$(cd "$(dirname "$0")/../.." && pwd)
 dir="$top/tests/images/$name"
@@ -15,7 +12,6 @@ hash=$( (cd "$dir" && find . -type f ! -name '*.pyc' | LC_ALL=C sort | xargs sha
          if [ -f "$dir/inputs.txt" ]; then (cd "$top" && grep -v '^#' "$dir/inputs.txt" | xargs -r sha256sum); fi) \
        | sha256sum | cut -c1-16)
 ref="llmfleet-testbed/$name:$hash"
-if $present_only; then docker image inspect "$ref" >/dev/null 2>&1; exit; fi
 if ! docker image inspect "$ref" >/dev/null 2>&1; then
   echo "testbed: building $ref" >&2
   start=$(date +%s)

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """A local ModelScope hub for tests: exactly the endpoints the modelscope SDK (1.40) calls to download.
 
 No ModelScope mirror package exists, so this small server stands in for modelscope.cn (a test

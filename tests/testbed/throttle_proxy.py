@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """A TCP proxy that limits the bytes/s flowing back to the client (a slow WAN link to a hub mirror).
 
 Test-bed only: olah serves from local disk at hundreds of MB/s, too fast to stop a download midway;

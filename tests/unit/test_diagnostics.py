@@ -302,7 +302,6 @@ def test_parse_helpers():
                          {"replicas": [{"name": "2"}, "0"]}) == ["2", "0", "1"]
 
 
-
 def test_context_from_a_plan_that_does_not_fit_uses_its_suggestions():
     plan = {"model": "Qwen/Qwen3.5-35B-A3B", "max_model_len": 262144, "max_num_seqs": 256,
             "gpu_memory_utilization": 0.92, "min_vllm_version": "0.17.0", "fits": False,

@@ -83,7 +83,9 @@ def test_prometheus_targets_label_each_replica_and_bracket_ipv6():
         "labels": {"host": "gpu1", "replica": "0", "server": "gpu1-0"}}]
 
 
-SHOW_STAT = """# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,weight,act,bck,chkfail,chkdown,lastchg,downtime,qlimit,pid,iid,sid,throttle,lbtot,tracked,type,rate,rate_lim,rate_max,check_status,check_code,check_duration
+SHOW_STAT = ("# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,"
+             "status,weight,act,bck,chkfail,chkdown,lastchg,downtime,qlimit,pid,iid,sid,throttle,lbtot,tracked,type,"
+             "rate,rate_lim,rate_max,check_status,check_code,check_duration\n") + """\
 llmfleet,FRONTEND,,,1,2,4096,10,100,200,0,0,0,,,,,OPEN,,,,,,,,,1,2,0,,,,0,0,0,1,,,
 llmfleet_vllm,gpu1-0,0,0,1,1,,5,50,100,,0,,0,0,0,0,UP,1,1,0,0,0,30,0,,1,3,1,,5,,2,0,,1,L7OK,200,3
 llmfleet_vllm,gpu2-0,0,0,0,1,,5,50,100,,0,,0,0,0,0,MAINT,1,1,0,0,0,30,0,,1,3,2,,5,,2,0,,1,"L4CON, refused",,0

@@ -56,7 +56,7 @@ def test_every_dashboard_query_names_exported_series(title, expr):
 
 
 def test_dashboard_covers_what_operators_ask_for():
-    exprs = " ".join(expr for _, expr in dashboard_exprs())
+    exprs = " ".join(expr for _unused, expr in dashboard_exprs())
     for metric in ("vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
                    "vllm:generation_tokens_total", "vllm:kv_cache_usage_perc", "vllm:num_requests_running",
                    "vllm:num_requests_waiting"):

@@ -213,3 +213,14 @@ def test_missing_or_failing_nvidia_smi_says_what_to_do():
     facts.update(parsed=None, smi_rc=9, smi_output="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
     message = nd.failures(nd.evaluate(facts, image_cuda_version="13.0"))[0]
     assert "rc=9" in message and "lsmod | grep nvidia" in message
+
+
+def test_the_diagnosis_of_a_too_old_driver_quotes_the_same_table():
+    """One CUDA -> minimum driver table: the log diagnosis reads nvidia_driver's, every row of it."""
+    from ansible_collections.llmfleet.vllm.plugins.module_utils import diagnostics
+
+    assert diagnostics.CUDA_MIN_DRIVER is nd.CUDA_MIN_DRIVER
+    line = "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver"
+    finding = diagnostics.classify(line)[0]
+    assert finding["id"] == "driver_too_old_for_image_cuda"
+    assert nd.CUDA_MIN_DRIVER["12.8"] in finding["fix"]

@@ -82,8 +82,8 @@ def test_default_args_follow_the_recipe(pid):
 
 @pytest.mark.parametrize("pid", QWEN)
 def test_opt_in_features_render_the_recipe_flags(pid):
-    _, args = rendered(pid, features={"tool_calling": True, "thinking": False, "enforce_eager": True,
-                                      "trust_remote_code": True})
+    _unused, args = rendered(pid, features={"tool_calling": True, "thinking": False, "enforce_eager": True,
+                                            "trust_remote_code": True})
     for key in ("tool_calling", "thinking_off"):
         for flag, value in RECIPE[key].items():
             assert args[flag] == value
@@ -97,14 +97,14 @@ def test_mtp_turns_default_prefix_caching_off_and_says_why(pid):
     assert args["enable-prefix-caching"] is False
     assert any("prefix_caching is off because mtp is on" in r and "hybrid" in r for r in p["reasons"])
     # MTP loads its head and adds one attention layer of KV
-    base, _ = rendered(pid)
+    base, _unused = rendered(pid)
     assert p["weights_bytes"] == base["weights_bytes"] + PROFILES[pid]["mtp_weights_bytes"]
     with pytest.raises(P.PlanError, match="conflict"):
         rendered(pid, features={"mtp": True, "prefix_caching": True})
 
 
 def test_latency_turns_prefix_caching_off_explicitly():
-    _, args = rendered("Qwen/Qwen3.5-35B-A3B-FP8", objective="latency")
+    _unused, args = rendered("Qwen/Qwen3.5-35B-A3B-FP8", objective="latency")
     assert args["enable-prefix-caching"] is False and args["tensor-parallel-size"] == 2
     assert args["enable-expert-parallel"] is True
 
@@ -118,7 +118,7 @@ def test_eplb_only_where_the_plan_enables_expert_parallelism():
 
 
 def test_text_only_off_loads_the_vision_tower():
-    on, _ = rendered("Qwen/Qwen3.5-35B-A3B")
+    on, _unused = rendered("Qwen/Qwen3.5-35B-A3B")
     off, args = rendered("Qwen/Qwen3.5-35B-A3B", features={"text_only": False})
     assert "language-model-only" not in args
     assert off["weights_bytes"] - on["weights_bytes"] == PROFILES["Qwen/Qwen3.5-35B-A3B"]["vision_weights_bytes"]
@@ -191,7 +191,7 @@ def test_model_directory_reading(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 1234)
     assert M.read_model_dir(str(tmp_path / "config.json"))[2] == 1234
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 99}}))
-    config, index, _ = M.read_model_dir(str(tmp_path))
+    config, index, _unused = M.read_model_dir(str(tmp_path))
     p = M.profile_from_model_dir(config, index=index, name=str(tmp_path),
                                  like=M.match_profile(PROFILES, M.normalize_config(config)))
     assert p["weights_bytes"] == 99 and p["features_from"] == "llmfleet-test/tiny-qwen3-moe"

@@ -38,7 +38,7 @@ def test_routes_fill_path_parameters_and_keep_every_method():
 
 
 def test_a_route_that_runs_the_model_without_the_key_is_a_violation():
-    send, _ = server({"GET /health", "POST /invocations"})
+    send, _unused = server({"GET /health", "POST /invocations"})
     report = P.probe(["http://h:8000"], P.routes(OPENAPI), "tiny", send=send)
     assert [(v["method"], v["path"]) for v in report["violations"]] == [("POST", "/invocations")]
 

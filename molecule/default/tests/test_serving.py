@@ -53,6 +53,37 @@ def test_model_is_mounted_read_only(host):
     assert model and model[0]["RW"] is False
 
 
+def test_engine_cache_is_a_host_directory_per_image(host):
+    """vLLM's compile cache (and Triton's, inductor's, ...) survives the container: docs/OPERATIONS.md."""
+    image_id = host.check_output("docker inspect --format '{{.Image}}' llmfleet-vllm-0").strip().split(":")[-1][:12]
+    mounts = json.loads(host.check_output("docker inspect --format '{{json .Mounts}}' llmfleet-vllm-0"))
+    cache = [m for m in mounts if m["Destination"] == "/var/cache/llmfleet-engine"]
+    assert cache and cache[0]["RW"] is True and cache[0]["Source"] == "/var/cache/llmfleet/engine/" + image_id
+    # What the image ships in its own VLLM_CACHE_ROOT was copied in; the image is recorded for pruning.
+    assert host.file("/var/cache/llmfleet/engine/%s/vllm/modelinfos" % image_id).is_directory
+    assert host.file("/var/cache/llmfleet/engine/.llmfleet-images").content_string.split()[0] == image_id
+    env = host.check_output("docker exec llmfleet-vllm-0 sh -c 'set -a; . /run/llmfleet/vllm.env; env'")
+    assert "VLLM_CACHE_ROOT=/var/cache/llmfleet-engine/vllm" in env
+    assert "TRITON_CACHE_DIR=/var/cache/llmfleet-engine/triton" in env
+
+
+def test_stop_drains_in_flight_requests(host):
+    """vLLM drains on SIGTERM (--shutdown-timeout), docker and systemd wait longer than the drain."""
+    assert "--shutdown-timeout 60" in host.file("/etc/llmfleet/vllm-0.run").content_string
+    assert host.check_output("systemctl show -p TimeoutStopUSec --value %s" % UNIT).strip() == "2min"
+    assert "stop --time 90 " in host.file("/etc/systemd/system/llmfleet-vllm@.service").content_string
+
+
+def test_watchdog_probes_the_replica_with_a_completion(host):
+    assert host.service("llmfleet-watchdog.timer").is_enabled
+    assert host.service("llmfleet-watchdog.timer").is_running
+    host.run_expect([0], "systemctl start llmfleet-watchdog.service")
+    metrics = host.file("/var/lib/prometheus/node-exporter/llmfleet_watchdog.prom").content_string
+    assert 'llmfleet_watchdog_probe_success{replica="0"} 1' in metrics, metrics
+    assert 'llmfleet_watchdog_consecutive_failures{replica="0"} 0' in metrics, metrics
+    assert API_KEY not in metrics and API_KEY not in host.file("/etc/llmfleet/watchdog.json").content_string
+
+
 def test_api_requires_the_key_and_serves_chat(host):
     unauthorized = host.run("curl -s -o /dev/null -w '%%{http_code}' %s/v1/models" % BASE)
     assert unauthorized.stdout.strip() == "401"

@@ -21,12 +21,15 @@ PROJECT = os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(PROJECT, "tests", "fleet"))
 from request_loop import RequestLoop  # noqa: E402
+from stream_loop import StreamLoop  # noqa: E402
 
 API_KEY = "llmfleet-sentinel-api-key-4f1c"
 MODEL = "tiny"
 NETWORK = "bridge"  # the scenario's hosts sit on the default bridge (see molecule.yml)
-EDGE = "llmfleet-fleet-edge"
-GPUS = ["llmfleet-fleet-gpu1", "llmfleet-fleet-gpu2"]
+# Instance names: molecule.yml prefixes them with LLMFLEET_FLEET_NAME (two checkouts can run the scenario side by side).
+NAME = os.environ.get("LLMFLEET_FLEET_NAME", "llmfleet-fleet")
+EDGE = NAME + "-edge"
+GPUS = [NAME + "-gpu1", NAME + "-gpu2"]
 BACKEND = "llmfleet_vllm"
 V1 = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_FROM_HOSTS", "")
 V2 = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_V2_FROM_HOSTS", "")
@@ -34,6 +37,9 @@ BROKEN = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_BROKEN_FROM_HOSTS", "")
 # Bounds of the request loop that runs during each roll: at most this many requests, for at most this long.
 LOOP_REQUESTS = int(os.environ.get("LLMFLEET_FLEET_LOOP_REQUESTS", "3000"))
 LOOP_SECONDS = float(os.environ.get("LLMFLEET_FLEET_LOOP_SECONDS", "900"))
+# Long streams in flight during each roll: tokens per stream (hundreds), and parallel streams.
+STREAM_TOKENS = int(os.environ.get("LLMFLEET_FLEET_STREAM_TOKENS", "300"))
+STREAM_WORKERS = int(os.environ.get("LLMFLEET_FLEET_STREAM_WORKERS", "2"))
 REPORT = os.path.join(PROJECT, ".cache", "fleet-report.json")
 RESULTS = {}
 
@@ -114,19 +120,23 @@ def playbook(name, *extra):
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
             os.path.join(PROJECT, "playbooks", name)] + list(extra)
     started = time.monotonic()
-    result = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True)
+    result = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
 
 def roll_under_load(*extra):
-    """Run upgrade.yml while a bounded request loop goes through the balancer; (playbook result, loop summary)."""
+    """Run upgrade.yml while a bounded request loop and long streams go through the balancer;
+    (playbook result, loop summary). The streams' summary is the loop summary's "streams" entry."""
     loop = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=LOOP_REQUESTS, max_seconds=LOOP_SECONDS,
-                       workers=2, pause=0.2, timeout=60).start()
+                       workers=2, pause=0.2, timeout=60, vary_prompt=True).start()
+    streams = StreamLoop(balancer_url() + "/v1", MODEL, API_KEY, workers=STREAM_WORKERS, max_tokens=STREAM_TOKENS,
+                         max_seconds=LOOP_SECONDS, timeout=300).start()
     try:
         result = playbook("upgrade.yml", *extra)
     finally:
         summary = loop.stop()
+        summary["streams"] = streams.stop()
     return result, summary
 
 
@@ -144,14 +154,29 @@ def record(key, value):
     print("%s: %s" % (key, json.dumps(value)))
 
 
-def test_replicas_listen_on_their_private_address_only():
+def test_vllm_listens_on_loopback_and_the_edge_on_the_private_address():
     for host in GPUS:
         ip = address(host)
         ports = on(host, "docker port llmfleet-vllm-0").stdout.split()
-        assert ports[-1] == "%s:8000" % ip, ports
-        # Not on loopback or any other address of the host: only the private network reaches vLLM.
+        assert ports[-1] == "127.0.0.1:18000", ports
+        # vLLM itself: loopback only. The host's edge (key + route gate): the private address only.
+        assert on(EDGE, "curl -s -o /dev/null -m 3 http://%s:18000/health" % ip, check=False).returncode != 0
         assert on(host, "curl -s -o /dev/null -m 3 http://127.0.0.1:8000/health", check=False).returncode != 0
         assert on(EDGE, "curl -fsS -o /dev/null -m 5 http://%s:8000/health" % ip, check=False).returncode == 0
+
+
+def test_no_route_answers_without_the_key_from_the_network():
+    """Every route of vLLM's own /openapi.json, without a key, from another container on the network: the
+    balancer, each host's edge and each replica's own port answer 2xx to nothing but GET /health."""
+    sys.path.insert(0, os.path.join(PROJECT, "tests"))
+    import security_probe
+    spec = json.loads(on(GPUS[0], "curl -fsS http://127.0.0.1:18000/openapi.json").stdout)
+    targets = [balancer_url()] + ["http://%s:%d" % (address(h), p) for h in GPUS for p in (8000, 18000)]
+    report = security_probe.run_in_container(NETWORK, os.environ["MOLECULE_HOST_IMAGE"], spec, targets, MODEL)
+    record("route_probe", {"routes": len(security_probe.routes(spec)), "requests": report["requests"],
+                           "reachable": report["reachable_targets"], "violations": report["violations"]})
+    assert sorted(report["reachable_targets"]) == sorted([balancer_url()] + ["http://%s:8000" % address(h) for h in GPUS])
+    assert report["violations"] == [], report["violations"]
 
 
 def test_balancer_enforces_the_key_and_hides_vllm_internals():
@@ -169,11 +194,56 @@ def test_balancer_enforces_the_key_and_hides_vllm_internals():
 
 def test_balancer_spreads_requests_over_both_hosts():
     before = {name: int(row["stot"]) for name, row in servers().items()}
-    summary = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=12, max_seconds=120, workers=2).run()
+    # Distinct prompts: with prefix-aware routing (the default) one prompt would be one conversation, one replica.
+    summary = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=12, max_seconds=120, workers=2,
+                          vary_prompt=True).run()
     after = {name: int(row["stot"]) for name, row in servers().items()}
     assert summary["failed"] == 0, summary
-    assert sorted(after) == ["llmfleet-fleet-gpu1-0", "llmfleet-fleet-gpu2-0"]
+    assert sorted(after) == [GPUS[0] + "-0", GPUS[1] + "-0"]
     assert all(after[name] > before[name] for name in after), (before, after)
+
+
+def prefix_routing():
+    """True when the balancer routes by prefix (loadbalancer_balance: prefix, the default)."""
+    return "balance hdr(" in on(EDGE, "cat /etc/haproxy/haproxy.cfg").stdout
+
+
+def served_by(body, headers=None):
+    """Send one chat request through the balancer; the server (replica) that answered it, from the stats."""
+    before = {name: int(row["stot"]) for name, row in servers().items()}
+    request = urllib.request.Request(balancer_url() + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                     headers=dict({"Content-Type": "application/json",
+                                                   "Authorization": "Bearer " + API_KEY}, **(headers or {})))
+    with urllib.request.urlopen(request, timeout=60) as response:
+        reply = json.load(response)
+    after = {name: int(row["stot"]) for name, row in servers().items()}
+    moved = [name for name in after if after[name] > before.get(name, 0)]
+    assert len(moved) == 1, (before, after)
+    return moved[0], reply["choices"][0]["message"]["content"]
+
+
+def test_prefix_routing_keeps_each_conversation_on_one_replica():
+    if not prefix_routing():
+        pytest.skip("the balancer does not route by prefix (loadbalancer_balance)")
+    seen = {}
+    for conversation in range(8):
+        messages = [{"role": "system", "content": "You are terse."},
+                    {"role": "user", "content": "Conversation %d: what is a KV cache?" % conversation}]
+        replicas = []
+        for turn in range(3):
+            replica, text = served_by({"model": MODEL, "messages": messages, "max_tokens": 8, "temperature": 0,
+                                       "ignore_eos": True})
+            replicas.append(replica)
+            messages = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": "And %d?" % turn}]
+        assert len(set(replicas)) == 1, (conversation, replicas)
+        seen[conversation] = replicas[0]
+    # A client's own conversation id wins over the prompt: one id, one replica, whatever the text.
+    ids = {served_by({"model": MODEL, "messages": [{"role": "user", "content": "q%d" % n}], "max_tokens": 4},
+                     {"X-Session-Id": "session-42"})[0] for n in range(4)}
+    record("prefix_routing", {"conversation_replicas": seen, "session_header_replicas": sorted(ids)})
+    assert len(ids) == 1, ids
+    # Eight conversations use both replicas (consistent hash; 2 ** -7 odds of all on one).
+    assert len(set(seen.values())) == 2, seen
 
 
 def test_prometheus_scrapes_every_target():
@@ -210,9 +280,12 @@ def test_rolling_upgrade_to_v2_fails_no_request():
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert loop["failed"] == 0, loop
     assert loop["ok"] >= 10, loop
+    # Streams of hundreds of tokens were in flight on the hosts as they were drained: none cut, none failed.
+    assert loop["streams"]["cut"] == 0 and loop["streams"]["failed"] == 0, loop["streams"]
+    assert loop["streams"]["ok"] >= 2, loop["streams"]
     assert sorted(times) == GPUS
     for host in GPUS:
-        ref, _, running = container(host)
+        ref, _unused, running = container(host)
         assert running and digest(ref) == digest(V2), (host, ref)
     wait_all_up()
 
@@ -227,14 +300,15 @@ def test_broken_image_stops_the_roll_at_the_first_host():
     assert result.returncode != 0
     assert host_times(result.stdout) == {}
     # The first host failed (its health gate) and stays out of the balancer ...
-    recap = {m.group(1): int(m.group(2)) for m in re.finditer(r"(llmfleet-fleet-\w+)\s*:\s*ok=\d+.*?failed=(\d+)",
+    recap = {m.group(1): int(m.group(2)) for m in re.finditer(re.escape(NAME) + r"(-\w+)\s*:\s*ok=\d+.*?failed=(\d+)",
                                                               result.stdout)}
-    assert recap == {"llmfleet-fleet-edge": 0, "llmfleet-fleet-gpu1": 1, "llmfleet-fleet-gpu2": 0}, recap
-    assert state == {"llmfleet-fleet-gpu1-0": "MAINT", "llmfleet-fleet-gpu2-0": "UP"}
+    assert recap == {"-edge": 0, "-gpu1": 1, "-gpu2": 0}, recap
+    assert state == {GPUS[0] + "-0": "MAINT", GPUS[1] + "-0": "UP"}
     # ... the second was never touched and carried every request.
     assert container(GPUS[1]) == gpu2_before and digest(gpu2_before[0]) == digest(V2)
     assert loop["failed"] == 0, loop
     assert loop["ok"] >= 5, loop
+    assert loop["streams"]["cut"] == 0 and loop["streams"]["failed"] == 0, loop["streams"]
 
 
 def test_rollback_puts_the_failed_host_back_on_the_good_version():
@@ -244,10 +318,53 @@ def test_rollback_puts_the_failed_host_back_on_the_good_version():
                               "seconds_per_host": {h: t[0] for h, t in times.items()}})
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert loop["failed"] == 0, loop
+    assert loop["streams"]["cut"] == 0 and loop["streams"]["failed"] == 0, loop["streams"]
     for host in GPUS:
-        ref, _, running = container(host)
+        ref, _unused, running = container(host)
         assert running and digest(ref) == digest(V2), (host, ref)
     wait_all_up()
+
+
+FIND_ENGINE = ("import os\n"
+               "for p in os.listdir('/proc'):\n"
+               "    if not p.isdigit(): continue\n"
+               "    try: t = open('/proc/%s/cmdline' % p, 'rb').read() + open('/proc/%s/comm' % p, 'rb').read()\n"
+               "    except OSError: continue\n"
+               "    if b'EngineCore' in t: print(p)\n")
+
+
+def test_a_frozen_engine_leaves_the_balancer_within_seconds_and_the_watchdog_brings_it_back():
+    """SIGSTOP of gpu1's engine core: its /health still says 200, the balancer's completion check takes it out of
+    rotation within (fall x interval) + timeout, the host's watchdog restarts it, it comes back UP; gpu2 untouched."""
+    wait_all_up()
+    server = "%s-0" % GPUS[0]
+    gpu2_before = container(GPUS[1])
+    pids = run("docker", "exec", GPUS[0], "docker", "exec", "llmfleet-vllm-0", "python3", "-c", FIND_ENGINE).stdout.split()
+    assert pids, "no EngineCore process on %s" % GPUS[0]
+    started = time.monotonic()
+    on(GPUS[0], "docker exec llmfleet-vllm-0 kill -STOP %s" % " ".join(pids))
+    health = on(GPUS[0], "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:18000/health",
+                check=False).stdout
+    out_s = back_s = None
+    while time.monotonic() - started < 600:
+        status = servers()[server]["status"]
+        if out_s is None and status.startswith("DOWN"):
+            out_s = time.monotonic() - started
+        if out_s is not None and status == "UP":
+            back_s = time.monotonic() - started
+            break
+        time.sleep(1)
+    # While one replica is out, the other serves every request.
+    ok = http(balancer_url() + "/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 1}, key=API_KEY)[0]
+    journal = on(GPUS[0], "journalctl --no-pager -o cat -u llmfleet-watchdog.service", check=False).stdout
+    record("frozen_engine", {"health_while_frozen": health, "out_of_balancer_s": out_s and round(out_s, 1),
+                             "back_up_s": back_s and round(back_s, 1), "served_meanwhile": ok})
+    assert health == "200", "the fault did not reproduce a hang behind a healthy /health"
+    assert out_s is not None and out_s <= 20, "still in rotation %s s after the freeze" % out_s
+    assert back_s is not None, "not back UP after the watchdog's restart:\n%s" % journal[-3000:]
+    assert "is hung" in journal, journal[-3000:]
+    assert ok == 200
+    assert container(GPUS[1]) == gpu2_before
 
 
 def test_prometheus_sees_every_target_up_after_the_rolls():

@@ -60,7 +60,7 @@ def test_container_gpu_check_refuses_a_host_without_gpus(host):
     name = host.backend.hostname
     result = subprocess.run(
         ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "--limit", name,
-         os.path.join(SCENARIO, "verify_gpu_check.yml")], capture_output=True, text=True)
+         os.path.join(SCENARIO, "verify_gpu_check.yml")], capture_output=True, text=True, check=False)
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0
     assert "a container does not see the GPUs" in out and "docker run --rm --gpus all" in out

@@ -62,7 +62,7 @@ if [ ! -f "$repo/.complete" ]; then
     nvidia-container-runtime-hook:/usr/bin/nvidia-container-runtime-hook
   # A test signing key, made once per repository build (never a real key).
   export GNUPGHOME="$build/gnupg"
-  mkdir -p -m 0700 "$GNUPGHOME"
+  mkdir -p "$GNUPGHOME" && chmod 0700 "$GNUPGHOME"
   gpg --batch --quiet --passphrase '' --quick-gen-key "llmfleet test-double NVIDIA apt repository <testbed@llmfleet.invalid>" rsa3072 sign never
   gpg --batch --armor --export > "$repo/gpgkey"
   (

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# testbed-after: 30-vllm-cpu.sh   (tests/testbed/up.sh runs it after that script, in the same chain)
 # Test-bed step: two more versions of the vLLM CPU image for the rolling-upgrade tests (molecule/fleet),
 # derived from the one 30-vllm-cpu.sh pushed, so they share its layers (no rebuild, nothing big to push):
 #   v2      FROM it + a label: same engine, a new digest (an upgrade that must roll with no failed request)

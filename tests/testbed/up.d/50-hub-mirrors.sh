@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# testbed-after: 40-tiny-model.sh   (tests/testbed/up.sh runs it after that script, in the same chain)
 # Local model hubs for the whole test session (Molecule hosts reach them over the docker bridge):
 #   olah (a real Hugging Face mirror, offline) and tests/testbed/modelscope_server.py (the ModelScope
 #   download API), both serving ONE git repo built from the tiny test model (LLMFLEET_TEST_MODEL_DIR from

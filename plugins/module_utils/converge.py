@@ -1,0 +1,174 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What a replica runs now versus what it should run, and who holds its port. Pure functions, no I/O.
+
+  listening_ports(text)         TCP ports in LISTEN state in /proc/net/tcp + tcp6 text
+  docker_time(text)             docker's Created timestamp (RFC 3339, nanoseconds) -> epoch seconds
+  published_ports(ports)        host ports of a container's NetworkSettings.Ports (or HostConfig.PortBindings)
+  port_holder(...)              None (free), 'self' (this replica's own container), another replica's container
+                                name, or 'other' (a process that is not ours)
+  replica_verdict(...)          does the replica need a restart, and why (whatever its unit state)
+
+A replica's desired configuration is its files (run command, environment, systemd settings) and the unit
+template; its container was created by the unit from those files. The container runs a stale configuration when
+any file is newer than the container (a previous run wrote it and did not get to restart, or the restart
+failed). Convergence therefore depends only on the files and the container, not on the unit's state.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import calendar
+import ipaddress
+import re
+
+_DOCKER_TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _proc_addr(hexaddr):
+    """/proc/net/tcp{,6} address hex (32-bit words in host order, little-endian here) -> IPv4 / compressed IPv6."""
+    if len(hexaddr) == 8:
+        return str(ipaddress.IPv4Address(bytes.fromhex(hexaddr)[::-1]))
+    raw = b"".join(bytes.fromhex(hexaddr[i:i + 8])[::-1] for i in range(0, 32, 8))
+    address = ipaddress.IPv6Address(raw)
+    return str(address.ipv4_mapped) if address.ipv4_mapped else address.compressed
+
+
+def listening_entries(text):
+    """(address, port, inode) of every socket in LISTEN state (st 0A) in /proc/net/tcp and /proc/net/tcp6 text."""
+    found = set()
+    for line in str(text or "").splitlines():
+        cols = line.split()
+        if len(cols) < 4 or ":" not in cols[1] or cols[3] != "0A":
+            continue
+        addr, _unused, port = cols[1].rpartition(":")
+        try:
+            found.add((_proc_addr(addr), int(port, 16), cols[9] if len(cols) > 9 else ""))
+        except ValueError:
+            continue
+    return found
+
+
+def listening_sockets(text):
+    """(address, port) of every socket in LISTEN state (st 0A) in /proc/net/tcp and /proc/net/tcp6 text."""
+    return set((addr, port) for addr, port, _unused in listening_entries(text))
+
+
+def unit_of_cgroup(text, units_prefixes=("llmfleet-edge.service", "llmfleet-vllm@")):
+    """The collection's systemd unit a process belongs to, from /proc/<pid>/cgroup text; None when not ours."""
+    for line in str(text or "").splitlines():
+        for part in line.rsplit(":", 1)[-1].split("/"):
+            if part.startswith(tuple(units_prefixes)):
+                return part
+    return None
+
+
+def listening_ports(text):
+    """Ports with a socket in LISTEN state in the text of /proc/net/tcp and /proc/net/tcp6."""
+    return set(port for _unused, port in listening_sockets(text))
+
+
+WILDCARDS = ("0.0.0.0", "::", "0:0:0:0:0:0:0:0", "")
+
+
+def conflicts(bind_address, listener_address):
+    """Would binding bind_address fail because listener_address holds the same port? A wildcard on either side
+    conflicts with everything; otherwise only the same address."""
+    return (bind_address in WILDCARDS or listener_address in WILDCARDS or bind_address == listener_address)
+
+
+def docker_time(text):
+    """'2026-12-01T12:34:56.123456789Z' -> epoch seconds (float); None when it is not such a time."""
+    match = _DOCKER_TIME.match(str(text or "").strip())
+    if not match:
+        return None
+    y, mo, d, h, mi, s, frac, tz = match.groups()
+    if y == "0001":
+        return None  # docker's zero time: never
+    epoch = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s), 0, 0, 0))
+    if frac:
+        epoch += float("0." + frac[:9])
+    if tz != "Z":
+        sign = 1 if tz[0] == "+" else -1
+        epoch -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
+    return epoch
+
+
+def published_ports(ports):
+    """{"8000/tcp": [{"HostIp": "0.0.0.0", "HostPort": "8000"}], ...} -> set of host ports (ints)."""
+    out = set()
+    for bindings in (ports or {}).values():
+        for binding in bindings or []:
+            try:
+                out.add(int(binding.get("HostPort")))
+            except (TypeError, ValueError, AttributeError):
+                continue
+    return out
+
+
+def port_holder(port, replica_name, listening, ours, container_prefix="llmfleet-vllm-", bind_address="0.0.0.0",
+                owners=None):
+    """Who holds port: None, 'self', the name of another of our containers or units, or 'other'.
+
+    listening: set of ports, or of (address, port[, inode]) sockets, in LISTEN state on the host; ours: {container
+    name: set of published host ports} of this collection's running containers; bind_address: where the replica
+    will bind (a listener on another specific address does not stand in its way); owners: {inode: unit} for
+    listeners that belong to one of the collection's units (the edge), which are ours too."""
+    port = int(port)
+    for name, ports in sorted((ours or {}).items()):
+        if port in ports:
+            return "self" if name == container_prefix + str(replica_name) else name
+    holder = None
+    for item in listening or set():
+        if isinstance(item, tuple):
+            if item[1] != port or not conflicts(bind_address, item[0]):
+                continue
+            unit = (owners or {}).get(item[2]) if len(item) > 2 else None
+            if unit:
+                holder = holder or unit
+            else:
+                return "other"
+        elif item == port:
+            return "other"
+    return holder
+
+
+def replica_verdict(unit, container, config_mtime, changed=False):
+    """Decide whether the replica must be (re)started now.
+
+    unit: systemctl show properties (LoadState, ActiveState, SubState, NeedDaemonReload), {} when unknown;
+    container: {exists, running, created (epoch)} of its container; config_mtime: newest mtime of its files
+    (None when none exist yet); changed: its files were rewritten in this run.
+    Returns {action: 'restarted' | 'started', reasons: [...], stale: bool}. 'restarted' on a unit that is not
+    running starts it once; 'started' leaves a running (or starting) replica alone.
+    """
+    unit = unit or {}
+    container = container or {}
+    reasons = []
+    active = unit.get("ActiveState", "")
+    sub = unit.get("SubState", "")
+    stale = False
+    if changed:
+        reasons.append("its configuration changed in this run")
+    created = container.get("created")
+    if container.get("exists") and created is not None and config_mtime is not None and created < config_mtime:
+        stale = True
+        reasons.append("its container is older than its configuration files (a previous run changed them and "
+                       "did not restart it)")
+    if unit.get("NeedDaemonReload") == "yes":
+        reasons.append("systemd has not loaded the unit file written last")
+    deployed = active not in ("", "inactive") or container.get("exists")
+    if deployed:
+        if active == "failed":
+            reasons.append("its unit failed")
+        elif sub == "auto-restart":
+            reasons.append("its unit is waiting to restart after a failure (auto-restart)")
+        elif active in ("active", "activating", "reloading") and container.get("exists") is False:
+            reasons.append("its unit is %s/%s but its container does not exist" % (active, sub))
+        elif active in ("active", "activating", "reloading") and container.get("exists") \
+                and not container.get("running"):
+            reasons.append("its unit is %s/%s but its container is not running" % (active, sub))
+    return {"action": "restarted" if reasons else "started", "reasons": reasons, "stale": stale}

@@ -1,0 +1,316 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Checks of the user's inputs that need no host: one sentence per problem, naming the variable the user set
+and the fix. Pure functions, no I/O (the hub answers are passed in by the caller).
+
+  value_problems(checks)                  numbers / choices / non-empty strings / dicts ({var, value, type, ...})
+  json_flag_problems(flags, json_flags)   JSON-valued vLLM flags whose value does not parse
+  env_problems(env, known)                VLLM_* variables vLLM does not read (known: the image's own list)
+  model_dir_problems(names, index)        a model directory without config, tokenizer or a shard of its index
+  hf_revision_verdict / ms_revision_verdict   a hub's answer about a repo and revision -> None or a problem
+  json_flags_from_help(text)              the flags whose help says they take JSON (vLLM's --help=all)
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import difflib
+import json
+import re
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.diagnostics import ENV_TO_FLAG
+
+# vLLM flags that take a JSON value (vLLM 0.17-0.32 `--help=all`: "Should either be a valid JSON string or JSON
+# keys passed individually"). The image's own help text, when read, replaces this list (json_flags_from_help).
+JSON_FLAGS = frozenset((
+    "speculative-config", "compilation-config", "kv-transfer-config", "kv-events-config", "hf-overrides",
+    "override-generation-config", "pooler-config", "limit-mm-per-prompt", "mm-processor-kwargs",
+    "media-io-kwargs", "default-chat-template-kwargs", "chat-template-kwargs", "eplb-config",
+    "structured-outputs-config", "observability-config", "quantization-config", "model-loader-extra-config",
+    "logits-processors-config", "ec-transfer-config", "fault-tolerance-config", "logging-config",
+    "attention-config", "lora-config", "profiler-config", "kernel-config", "weight-transfer-config",
+    "additional-config", "default-mm-loras", "override-attention-dtype", "ir-op-priority",
+))
+
+_OPTION_LINE = re.compile(r"^  (--[A-Za-z0-9][\w.\-]*)")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+
+
+def _show(value):
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def _number(value, kind):
+    """value as an int / float, or None when it is not one (booleans are not numbers)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)) and kind == "float":
+        return float(value)
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    try:
+        return float(text) if kind == "float" else int(text)
+    except ValueError:
+        if kind == "int":
+            try:
+                as_float = float(text)
+            except ValueError:
+                return None
+            return int(as_float) if as_float.is_integer() else None
+        return None
+
+
+def value_problems(checks):
+    """Each check: {var, value, type: int|float|choice|str|dict, min, max, gt (exclusive minimum),
+    choices, example, hint}. Returns one sentence per failed check."""
+    problems = []
+    for check in checks or []:
+        var, value, kind = check.get("var"), check.get("value"), check.get("type", "str")
+        example = check.get("example")
+        hint = (" " + check["hint"]) if check.get("hint") else ""
+        if kind in ("int", "float"):
+            number = _number(value, kind)
+            what = "a whole number" if kind == "int" else "a number"
+            bounds = []
+            if check.get("gt") is not None:
+                bounds.append("above %s" % check["gt"])
+            if check.get("min") is not None:
+                bounds.append("at least %s" % check["min"])
+            if check.get("max") is not None:
+                bounds.append("at most %s" % check["max"])
+            rule = "%s%s" % (what, (" " + " and ".join(bounds)) if bounds else "")
+            ex = (" (e.g. %s)" % example) if example is not None else ""
+            if number is None:
+                problems.append("%s must be %s%s; got %s.%s" % (var, rule, ex, _show(value), hint))
+                continue
+            if ((check.get("gt") is not None and not number > check["gt"])
+                    or (check.get("min") is not None and number < check["min"])
+                    or (check.get("max") is not None and number > check["max"])):
+                problems.append("%s must be %s%s; got %s.%s" % (var, rule, ex, _show(value), hint))
+        elif kind == "choice":
+            choices = [str(c) for c in check.get("choices") or []]
+            if str(value) not in choices or isinstance(value, bool):
+                problems.append("%s must be one of %s; got %s.%s" % (var, ", ".join(choices), _show(value), hint))
+        elif kind == "dict":
+            if not isinstance(value, dict):
+                ex = (" (e.g. %s)" % example) if example is not None else ""
+                problems.append("%s must be a dict%s; got %s.%s" % (var, ex, _show(value), hint))
+        elif kind == "str":
+            if not isinstance(value, str) or not value.strip():
+                problems.append("%s must not be empty; got %s.%s" % (var, _show(value), hint))
+            elif value != value.strip() or re.search(r"\s", value):
+                problems.append("%s must not contain spaces; got %s.%s" % (var, _show(value), hint))
+    return problems
+
+
+def json_flags_from_help(text):
+    """Flags (without dashes) whose `--help=all` description says they take JSON."""
+    found = set()
+    current, description = None, []
+
+    def flush():
+        if current and "valid JSON string" in re.sub(r"\s+", " ", " ".join(description)):
+            found.add(current)
+
+    for raw in (text or "").splitlines():
+        match = _OPTION_LINE.match(raw)
+        if match:
+            flush()
+            current = match.group(1)[2:].split(".")[0]
+            description = [raw[match.end():]]
+        elif current and raw.startswith("    "):
+            description.append(raw.strip())
+        elif raw.strip() and not raw.startswith(" "):
+            flush()
+            current, description = None, []
+    flush()
+    return found
+
+
+def json_flag_problems(flags, json_flags=None, var="vllm_server_args_extra"):
+    """Flags of a flag dict whose value must be JSON and does not parse (a dict value is rendered as JSON).
+
+    A string value that starts with { or [ is checked for any flag; json_flags (default JSON_FLAGS) adds the
+    flags that always take JSON."""
+    known = set(JSON_FLAGS if json_flags is None else json_flags)
+    problems = []
+    if not isinstance(flags, dict):
+        return ["%s must be a dict of vLLM flag -> value (e.g. {enforce-eager: true}); got %s." % (var, _show(flags))]
+    for key, value in sorted(flags.items(), key=lambda kv: str(kv[0])):
+        name = str(key).strip().lstrip("-").replace("_", "-")
+        if not isinstance(value, str):
+            continue
+        text = value.strip()
+        if name not in known and not text.startswith(("{", "[")):
+            continue
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            problems.append(
+                "%s: --%s takes JSON, but %s does not parse (%s). Write it as YAML (a dict, which is rendered as "
+                "JSON) or as valid JSON with double quotes, e.g. {\"method\": \"mtp\", \"num_speculative_tokens\": 1}."
+                % (var, name, _show(value), exc))
+    return problems
+
+
+def env_problems(env, known=None, var="vllm_server_env", image=None):
+    """VLLM_* variables vLLM does not read. Without known, only the ones people set believing vLLM reads them
+    (diagnostics.ENV_TO_FLAG, e.g. the seed's VLLM_ENABLE_PREFIX_CACHING); with known (the image's
+    vllm.envs.environment_variables), every VLLM_* name outside it."""
+    problems = []
+    if not isinstance(env, dict):
+        return ["%s must be a dict of NAME -> value; got %s." % (var, _show(env))]
+    known_set = set(known) if known is not None else None
+    where = (" of the pinned image %s" % image) if image else ""
+    for name in sorted(str(k) for k in env):
+        if not name.startswith("VLLM_"):
+            continue
+        if name in ENV_TO_FLAG:
+            problems.append("%s sets %s, which vLLM does not read: remove it and use %s instead (the plan's flags: "
+                            "llmfleet_features / vllm_server_args_extra)." % (var, name, ENV_TO_FLAG[name]))
+        elif known_set is not None and name not in known_set:
+            close = difflib.get_close_matches(name, sorted(known_set), n=1, cutoff=0.75)
+            problems.append("%s sets %s, which is not one of vLLM's environment variables%s (vllm.envs): %s"
+                            % (var, name, where, ("did you mean %s?" % close[0]) if close else
+                               "remove it, or use the `vllm serve` flag that does the job."))
+    return problems
+
+
+def model_dir_problems(names, index=None, where="the model directory", check_tokenizer=True):
+    """What a model directory lacks for vLLM to load it. names: the relative paths in it; index: the parsed
+    model.safetensors.index.json (None when there is none)."""
+    names = set(names or [])
+    missing = []
+    if "config.json" not in names:
+        missing.append("config.json")
+    if check_tokenizer:
+        if "tokenizer_config.json" not in names:
+            missing.append("tokenizer_config.json")
+        if not names.intersection(_TOKENIZER_FILES) and not any(n.endswith(".tiktoken") for n in names):
+            missing.append("a tokenizer file (one of %s)" % ", ".join(_TOKENIZER_FILES))
+    if index is not None:
+        shards = sorted(set(((index or {}).get("weight_map") or {}).values()))
+        if not shards:
+            missing.append("the shard list of model.safetensors.index.json (its weight_map is empty)")
+        absent = [s for s in shards if s not in names]
+        if absent:
+            missing.append("%d of the %d shards its model.safetensors.index.json lists (%s)"
+                           % (len(absent), len(shards), ", ".join(absent[:3]) + (", ..." if len(absent) > 3 else "")))
+    elif not any(n.endswith(_WEIGHT_SUFFIXES) for n in names):
+        missing.append("weight files (*.safetensors)")
+    if not missing:
+        return []
+    return ["%s lacks %s: copy the complete checkpoint (config, tokenizer files and every shard) from the same "
+            "revision." % (where, ", ".join(missing))]
+
+
+# ---- hub answers --------------------------------------------------------------------------------------------
+
+def _json_or_none(body):
+    try:
+        return json.loads(body) if body else None
+    except (TypeError, ValueError):
+        return None
+
+
+def looks_like_hf(status, headers, body):
+    """A Hugging Face (or mirror) answer to GET /api/models/{repo}/revision/{rev}."""
+    headers = dict((str(k).lower(), v) for k, v in (headers or {}).items())
+    doc = _json_or_none(body)
+    if headers.get("x-error-code") or headers.get("x-repo-commit"):
+        return True
+    return status == 200 and isinstance(doc, dict) and "sha" in doc
+
+
+def looks_like_modelscope(status, headers, body):
+    """A ModelScope (or mirror) answer: JSON with a numeric Code."""
+    doc = _json_or_none(body)
+    return isinstance(doc, dict) and "Code" in doc
+
+
+def hf_revision_verdict(status, headers, body, repo_id, revision, endpoint):
+    """None when the hub has repo_id at revision, else a problem naming the variable to change."""
+    headers = dict((str(k).lower(), v) for k, v in (headers or {}).items())
+    code = headers.get("x-error-code", "")
+    rev = revision or "main"
+    doc = _json_or_none(body)
+    if status == 200 and isinstance(doc, dict) and doc.get("sha"):
+        return None
+    if code == "RevisionNotFound" or (status == 404 and "revision" in str(body).lower() and code != "RepoNotFound"):
+        return ("model_weights_revision %s does not exist in %s on %s: set it to a branch, tag or commit of that "
+                "repository (or leave it empty for main)." % (_show(rev), repo_id, endpoint))
+    if code == "GatedRepo":
+        return ("%s on %s is gated: accept its terms with your account and set model_weights_token to a token of "
+                "that account." % (repo_id, endpoint))
+    if status in (401, 403, 404) and (code in ("RepoNotFound", "")):
+        return ("%s at revision %s was not found on %s (or model_weights_token cannot read it): check "
+                "model_weights_repo_id and model_weights_revision%s." % (
+                    repo_id, _show(rev), endpoint,
+                    "" if code else " (and that model_weights_endpoint is a Hugging Face hub or mirror)"))
+    return ("%s answered HTTP %s for %s at revision %s: check model_weights_endpoint and model_weights_repo_id."
+            % (endpoint, status, repo_id, _show(rev)))
+
+
+def ms_revision_verdict(status, headers, body, repo_id, revision, endpoint):
+    doc = _json_or_none(body)
+    rev = revision or "master"
+    if isinstance(doc, dict) and "Code" in doc:
+        if status == 200 and doc.get("Code") in (200, "200") and doc.get("Success", True) is not False:
+            return None
+        message = str(doc.get("Message") or "")
+        if "revision" in message.lower():
+            return ("model_weights_revision %s does not exist in %s on %s (%s): set it to a branch, tag or commit "
+                    "of that repository (or leave it empty for master)." % (_show(rev), repo_id, endpoint, message))
+        return ("%s at revision %s was not found on %s (%s): check model_weights_repo_id, model_weights_revision "
+                "and, for a private model, model_weights_token." % (repo_id, _show(rev), endpoint,
+                                                                    message or "HTTP %s" % status))
+    return None  # not a ModelScope answer: the caller decides (endpoint_problem)
+
+
+def endpoint_problem(source, endpoint, answers_as):
+    """The endpoint answers as another hub (answers_as: 'hf', 'modelscope' or None for neither)."""
+    names = {"hf": "Hugging Face", "modelscope": "ModelScope"}
+    if answers_as == source:
+        return None
+    if answers_as in names:
+        return ("model_weights_endpoint %s is a %s endpoint, but model_weights_source is %s: point "
+                "model_weights_endpoint at a %s hub or mirror, or set model_weights_source: %s."
+                % (endpoint, names[answers_as], source, names.get(source, source), answers_as))
+    return ("model_weights_endpoint %s does not answer as a %s hub (no %s API there): point it at a %s mirror, "
+            "or leave it empty for the public hub." % (endpoint, names.get(source, source),
+                                                       names.get(source, source), names.get(source, source)))
+
+
+def json_argv_problems(argv, json_flags):
+    """JSON-valued options of a rendered argv whose value does not parse: [{flag, value, error}].
+
+    `--flag value` and `--flag=value` are checked; `--flag.key value` (one key of a JSON argument) is not JSON."""
+    json_flags = set(json_flags or [])
+    problems = []
+    argv = [str(a) for a in (argv or [])]
+    for index, token in enumerate(argv):
+        if not token.startswith("--"):
+            continue
+        head, eq, inline = token.partition("=")
+        name = head[2:]
+        if "." in name:
+            continue
+        name = name.replace("_", "-")
+        if name not in json_flags:
+            continue
+        if eq:
+            value = inline
+        elif index + 1 < len(argv) and not argv[index + 1].startswith("--"):
+            value = argv[index + 1]
+        else:
+            continue
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            problems.append({"flag": "--" + name, "value": value, "error": str(exc)})
+    return problems

@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: input_check
+short_description: Check the deployment's inputs that need no host, with the name the user set and the fix
+description:
+  - Runs on the controller (the preflight role delegates it to localhost) before anything changes on a host, and
+    fails with every problem found, one sentence each.
+  - Checks values (numbers, ranges, choices, non-empty names, dicts) under the variable names the user set; the
+    JSON-valued vLLM flags of O(args_extra); C(VLLM_*) variables of O(env) that vLLM does not read; a local model
+    directory's completeness (config.json, tokenizer files, every shard of the safetensors index); and, for a hub
+    source, that the repository and revision exist on the configured endpoint and that the endpoint is a hub of
+    the configured kind (a ModelScope source pointed at a Hugging Face endpoint is named as such).
+  - A hub the controller cannot reach gives a warning, not a failure (the hosts may reach it; they check again).
+version_added: "0.1.0"
+options:
+  checks:
+    description:
+      - Value checks, each a dict with C(var) (the name the user set), C(value), C(type) (C(int), C(float), C(choice),
+        C(str) for a non-empty name without spaces, C(dict)), and optionally C(min), C(max), C(gt) (exclusive
+        minimum), C(choices), C(example), C(hint).
+    type: list
+    elements: dict
+    default: []
+  args_extra:
+    description: Extra vLLM flags (flag -> value) whose JSON-valued flags must parse.
+    type: raw
+  args_extra_var:
+    description: The variable O(args_extra) came from, for messages.
+    type: str
+    default: vllm_server_args_extra
+  env:
+    description: The replica environment (NAME -> value).
+    type: raw
+  env_var:
+    description: The variable O(env) came from, for messages.
+    type: str
+    default: vllm_server_env
+  model_source:
+    description:
+      - Where the weights come from, as the model_weights role reads it - C(source) (hf, modelscope, local, archive),
+        C(repo_id), C(revision), C(endpoint), C(local_path) (a directory on the controller).
+    type: dict
+    default: {}
+  token:
+    description: Hub token for private or gated repositories (never logged).
+    type: str
+  check_hub:
+    description: Ask the hub whether the repository and revision exist.
+    type: bool
+    default: true
+  hub_timeout:
+    description: Seconds for each hub request.
+    type: int
+    default: 10
+author:
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: It only reads; the hub is asked in check mode too.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
+"""
+
+EXAMPLES = r"""
+- name: Check the inputs before anything changes
+  llmfleet.vllm.input_check:
+    checks:
+      - {var: llmfleet_gpu_memory_utilization, value: "{{ llmfleet_gpu_memory_utilization }}", type: float, gt: 0, max: 1}
+    args_extra: "{{ vllm_server_args_extra | default({}) }}"
+    env: "{{ vllm_server_env | default({}) }}"
+    model_source: {source: hf, repo_id: Qwen/Qwen3.5-35B-A3B-FP8, revision: main}
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+problems:
+  description: One sentence per problem (the task fails when there is any).
+  returned: always
+  type: list
+  elements: str
+hub:
+  description: What the hub answered (C(url), C(status), C(answers_as)) when it was asked.
+  returned: always
+  type: dict
+"""
+
+import json
+import os
+
+from urllib.parse import quote
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import fetch_url
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import (
+    endpoint_problem,
+    env_problems,
+    hf_revision_verdict,
+    json_flag_problems,
+    looks_like_hf,
+    looks_like_modelscope,
+    model_dir_problems,
+    ms_revision_verdict,
+    value_problems,
+)
+
+PUBLIC = {"hf": "https://huggingface.co", "modelscope": "https://www.modelscope.cn"}
+
+
+def _get(module, url, token, timeout):
+    headers = {"Accept": "application/json", "User-Agent": "llmfleet.vllm preflight"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    resp, info = fetch_url(module, url, headers=headers, method="GET", timeout=timeout, force=True)
+    status = info.get("status", -1)
+    # On an HTTP error fetch_url has read the body already (into info) and may still hand back the response.
+    body = info.get("body") or b""
+    if not body and resp is not None:
+        try:
+            body = resp.read()
+        except Exception:  # pylint: disable=broad-except
+            body = b""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    headers = dict((k.lower(), v) for k, v in info.items() if isinstance(v, str))
+    return status, headers, body[:20000], info.get("msg", "")
+
+
+def hf_url(endpoint, repo_id, revision):
+    return "%s/api/models/%s/revision/%s" % (endpoint, repo_id, quote(revision or "main", safe=""))
+
+
+def ms_url(endpoint, repo_id, revision):
+    return "%s/api/v1/models/%s/repo/files?Revision=%s&Recursive=False" % (
+        endpoint, repo_id, quote(revision or "master", safe=""))
+
+
+def hub_problems(module, src, token, timeout):
+    """([problems], [warnings], hub info) for a hub source."""
+    source = src.get("source")
+    repo_id = src.get("repo_id") or ""
+    revision = src.get("revision") or ""
+    endpoint = (src.get("endpoint") or PUBLIC[source]).rstrip("/")
+    shown = src.get("endpoint") or PUBLIC[source]
+    url = hf_url(endpoint, repo_id, revision) if source == "hf" else ms_url(endpoint, repo_id, revision)
+    status, headers, body, msg = _get(module, url, token, timeout)
+    info = {"url": url, "status": status}
+    if status < 0 or status >= 500 and not body:
+        return [], ["Could not ask %s from the controller whether %s at revision %r exists (%s); the hosts check it "
+                    "when they fetch." % (shown, repo_id, revision or "default", msg or "HTTP %s" % status)], info
+    if source == "hf":
+        ours = looks_like_hf(status, headers, body)
+    else:
+        ours = looks_like_modelscope(status, headers, body)
+    if ours:
+        info["answers_as"] = source
+        verdict = (hf_revision_verdict if source == "hf" else ms_revision_verdict)(
+            status, headers, body, repo_id, revision, shown)
+        return ([verdict] if verdict else []), [], info
+    # Not an answer of the configured kind: which hub is it?
+    other = "modelscope" if source == "hf" else "hf"
+    other_url = ms_url(endpoint, repo_id, revision) if other == "modelscope" else hf_url(endpoint, repo_id, revision)
+    o_status, o_headers, o_body, o_msg = _get(module, other_url, token, timeout)
+    if other == "hf":
+        answers_as = other if looks_like_hf(o_status, o_headers, o_body) else None
+    else:
+        answers_as = other if looks_like_modelscope(o_status, o_headers, o_body) else None
+    info["answers_as"] = answers_as
+    problem = endpoint_problem(source, shown, answers_as)
+    if answers_as is None:
+        problem += " (GET %s answered HTTP %s.)" % (url, status)
+    return [problem], [], info
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            checks=dict(type="list", elements="dict", default=[]),
+            args_extra=dict(type="raw"),
+            args_extra_var=dict(type="str", default="vllm_server_args_extra"),
+            env=dict(type="raw"),
+            env_var=dict(type="str", default="vllm_server_env"),
+            model_source=dict(type="dict", default={}),
+            token=dict(type="str", no_log=True),
+            check_hub=dict(type="bool", default=True),
+            hub_timeout=dict(type="int", default=10),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    problems = value_problems(p["checks"])
+    if p["args_extra"] is not None:
+        problems += json_flag_problems(p["args_extra"], var=p["args_extra_var"])
+    if p["env"] is not None:
+        problems += env_problems(p["env"], var=p["env_var"])
+
+    src = p["model_source"] or {}
+    warnings, hub = [], {}
+    source = src.get("source")
+    if source == "local" and src.get("local_path"):
+        path = src["local_path"]
+        if not os.path.isdir(path):
+            problems.append("model_weights_local_path %s is not a directory on the controller: set it to the "
+                            "checkpoint directory (config.json, tokenizer files, *.safetensors)." % path)
+        else:
+            names = []
+            for root, dirs, files in os.walk(path):
+                names.extend(os.path.relpath(os.path.join(root, f), path) for f in files)
+            index = None
+            if "model.safetensors.index.json" in names:
+                try:
+                    with open(os.path.join(path, "model.safetensors.index.json")) as fh:
+                        index = json.load(fh)
+                except ValueError:
+                    index = {}
+            extra = p["args_extra"] if isinstance(p["args_extra"], dict) else {}
+            own_tokenizer = any(str(k).replace("_", "-").lstrip("-") == "tokenizer" and v for k, v in extra.items())
+            problems += model_dir_problems(names, index, where="model_weights_local_path %s" % path,
+                                           check_tokenizer=not own_tokenizer)
+    elif source in ("hf", "modelscope") and src.get("repo_id") and p["check_hub"]:
+        found, warnings, hub = hub_problems(module, src, p["token"], p["hub_timeout"])
+        problems += found
+
+    for warning in warnings:
+        module.warn(warning)
+    if problems:
+        module.fail_json(msg=" ".join(problems) + " Nothing was changed.", problems=problems, hub=hub)
+    module.exit_json(changed=False, problems=[], hub=hub)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,312 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: replica_state
+short_description: Read what each vLLM replica runs now, whether it must be restarted, and who holds its port
+description:
+  - Read-only. For each replica reads its unit (C(systemctl show)), its container (C(docker inspect)), the
+    modification times of its configuration files and the TCP ports in LISTEN state (C(/proc/net/tcp), C(tcp6)).
+  - A replica needs a restart when its container is older than its configuration files, its unit failed or waits
+    in auto-restart, or its unit is up without a running container; O(changed) adds replicas whose files the
+    caller rewrote. The decision does not depend on the unit being C(running).
+  - For each replica's desired ports says who holds them now - nobody, its own container, another replica's
+    container, one of the collection's units (the edge), or another process - so a port change is refused before
+    anything is stopped. With O(edge), a replica has two ports - the edge's (its port, on O(edge_bind_address)) and
+    vLLM's own behind it (its port + O(port_offset), on O(bind_address)).
+  - With O(model_dir), also lists what that directory lacks for vLLM (config.json, tokenizer files, shards).
+  - Hosts without systemd units or Docker yet (a fresh host in preflight) report no unit and no container.
+version_added: "0.1.0"
+options:
+  replicas:
+    description: The replicas as the serve role renders them, each with C(name) and C(port).
+    type: list
+    elements: dict
+    required: true
+  changed:
+    description: Names of replicas whose configuration files the caller rewrote in this run.
+    type: list
+    elements: str
+    default: []
+  config_dir:
+    description: Where the per-replica files live (C(vllm-<name>.run), C(.env), C(.unit.conf)).
+    type: path
+    default: /etc/llmfleet
+  unit_file:
+    description: The replica unit template; a newer one marks every replica stale.
+    type: path
+    default: /etc/systemd/system/llmfleet-vllm@.service
+  unit_prefix:
+    description: Unit instance prefix.
+    type: str
+    default: llmfleet-vllm@
+  container_prefix:
+    description: Container name prefix.
+    type: str
+    default: llmfleet-vllm-
+  docker_bin:
+    description: The docker CLI (a host without it reports no containers).
+    type: str
+    default: docker
+  bind_address:
+    description: The address the replicas' containers publish on (a listener on another specific address is no conflict).
+    type: str
+    default: 0.0.0.0
+  port_offset:
+    description: The container's host port is the replica's port plus this (the edge holds the replica's port).
+    type: int
+    default: 0
+  edge:
+    description: An edge (llmfleet-edge.service) listens on each replica's port in front of the container.
+    type: bool
+    default: false
+  edge_bind_address:
+    description: The address the edge listens on.
+    type: str
+    default: 0.0.0.0
+  model_dir:
+    description: A model directory on the host to check for completeness (config, tokenizer files, every shard).
+    type: path
+  check_tokenizer:
+    description: Require tokenizer files in O(model_dir) (off when C(--tokenizer) points elsewhere).
+    type: bool
+    default: true
+author:
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: It only reads.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    support: full
+    membership: [llmfleet.vllm.vllm]
+"""
+
+EXAMPLES = r"""
+- name: Read the replicas' state before changing anything
+  llmfleet.vllm.replica_state:
+    replicas: [{name: "0", port: 8000}]
+  register: state
+"""
+
+RETURN = r"""
+replicas:
+  description: One entry per replica, in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: Replica name., type: str}
+    port: {description: Desired port., type: int}
+    unit: {description: "LoadState, ActiveState, SubState, NeedDaemonReload of its unit ({} without systemd).", type: dict}
+    container: {description: "exists, running, created (epoch), ports (published host ports).", type: dict}
+    config_mtime: {description: Newest modification time of its files and the unit template (null when none)., type: float}
+    action: {description: "C(restarted) when it must be restarted now, else C(started).", type: str}
+    reasons: {description: Why it must be restarted (empty when not)., type: list, elements: str}
+    port_holder:
+      description:
+        - C(other) when another process holds one of its ports.
+        - Else who holds the container port, null (free), self, or another container's name.
+      type: str
+    container_port: {description: The container's host port (port + port_offset)., type: int}
+    ports: {description: "Each port checked: port, address, role (container or edge), holder.", type: list, elements: dict}
+restart:
+  description: Names of the replicas whose action is C(restarted).
+  returned: always
+  type: list
+  elements: str
+listening_ports:
+  description: TCP ports in LISTEN state on the host.
+  returned: always
+  type: list
+  elements: int
+model_problems:
+  description: What O(model_dir) lacks (empty when complete or not asked).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
+    docker_time,
+    listening_entries,
+    port_holder,
+    published_ports,
+    replica_verdict,
+    unit_of_cgroup,
+)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import model_dir_problems
+
+INSPECT_FORMAT = "{{json .Name}}\t{{json .Created}}\t{{json .State.Running}}\t{{json .NetworkSettings.Ports}}"
+
+
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return ""
+
+
+def _socket_owners(inodes):
+    """{inode: unit} for listening sockets held by a process of one of the collection's units (read from /proc)."""
+    owners, wanted = {}, set(i for i in inodes if i and i != "0")
+    if not wanted:
+        return owners
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        fd_dir = os.path.join("/proc", pid, "fd")
+        try:
+            links = [os.readlink(os.path.join(fd_dir, fd)) for fd in os.listdir(fd_dir)]
+        except OSError:
+            continue
+        held = set(link[8:-1] for link in links if link.startswith("socket:[")) & wanted
+        if not held:
+            continue
+        unit = unit_of_cgroup(_read(os.path.join("/proc", pid, "cgroup")))
+        if unit:
+            for inode in held:
+                owners[inode] = unit
+    return owners
+
+
+def _list_dir(path):
+    names = []
+    for root, dirs, files in os.walk(path):
+        for name in files:
+            names.append(os.path.relpath(os.path.join(root, name), path))
+    return names
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            replicas=dict(type="list", elements="dict", required=True),
+            changed=dict(type="list", elements="str", default=[]),
+            config_dir=dict(type="path", default="/etc/llmfleet"),
+            unit_file=dict(type="path", default="/etc/systemd/system/llmfleet-vllm@.service"),
+            unit_prefix=dict(type="str", default="llmfleet-vllm@"),
+            container_prefix=dict(type="str", default="llmfleet-vllm-"),
+            docker_bin=dict(type="str", default="docker"),
+            bind_address=dict(type="str", default="0.0.0.0"),
+            port_offset=dict(type="int", default=0),
+            edge=dict(type="bool", default=False),
+            edge_bind_address=dict(type="str", default="0.0.0.0"),
+            model_dir=dict(type="path"),
+            check_tokenizer=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    listening = listening_entries(_read("/proc/net/tcp") + "\n" + _read("/proc/net/tcp6"))
+    owners = _socket_owners([inode for _unused, _unused, inode in listening])
+
+    containers = {}
+    docker = module.get_bin_path(p["docker_bin"])
+    if docker:
+        rc, out, err = module.run_command([docker, "ps", "--all", "--no-trunc", "--filter",
+                                           "name=^" + p["container_prefix"], "--format", "{{.Names}}"])
+        names = [n.strip() for n in out.splitlines() if n.strip().startswith(p["container_prefix"])] if rc == 0 else []
+        if names:
+            rc, out, err = module.run_command([docker, "inspect", "--format", INSPECT_FORMAT] + names)
+            for line in out.splitlines():
+                cols = line.split("\t")
+                if len(cols) != 4:
+                    continue
+                try:
+                    name, created, running, ports = [json.loads(c) for c in cols]
+                except ValueError:
+                    continue
+                name = name.lstrip("/")
+                containers[name] = {"exists": True, "running": bool(running), "created": docker_time(created),
+                                    "ports": sorted(published_ports(ports)) if running else []}
+    ours = dict((name, set(c["ports"])) for name, c in containers.items())
+
+    systemctl = module.get_bin_path("systemctl")
+    template_mtime = _mtime(p["unit_file"])
+    result_replicas, restart = [], []
+    for replica in p["replicas"]:
+        name = str(replica.get("name"))
+        try:
+            port = int(replica.get("port"))
+        except (TypeError, ValueError):
+            module.fail_json(msg="replica %s has no valid port: %r" % (name, replica.get("port")))
+        unit = {}
+        if systemctl:
+            rc, out, err = module.run_command([systemctl, "show", p["unit_prefix"] + name + ".service",
+                                               "--property=LoadState,ActiveState,SubState,NeedDaemonReload"])
+            if rc == 0:
+                unit = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        container = containers.get(p["container_prefix"] + name, {"exists": False, "running": False,
+                                                                  "created": None, "ports": []})
+        times = [t for t in [_mtime(os.path.join(p["config_dir"], "vllm-%s.%s" % (name, ext)))
+                             for ext in ("run", "env", "unit.conf")] + [template_mtime] if t is not None]
+        config_mtime = max(times) if times else None
+        verdict = replica_verdict(unit, container, config_mtime, changed=name in p["changed"])
+        if verdict["action"] == "restarted":
+            restart.append(name)
+        container_port = port + p["port_offset"]
+        checked = [{"port": container_port, "address": p["bind_address"], "role": "container",
+                    "holder": port_holder(container_port, name, listening, ours, p["container_prefix"],
+                                          p["bind_address"], owners)}]
+        if p["edge"]:
+            checked.append({"port": port, "address": p["edge_bind_address"], "role": "edge",
+                            "holder": port_holder(port, name, listening, ours, p["container_prefix"],
+                                                  p["edge_bind_address"], owners)})
+        holders = [c["holder"] for c in checked]
+        result_replicas.append({
+            "name": name, "port": port, "container_port": container_port, "ports": checked,
+            "unit": unit, "container": container, "config_mtime": config_mtime,
+            "action": verdict["action"], "reasons": verdict["reasons"], "stale": verdict["stale"],
+            "port_holder": "other" if "other" in holders else holders[0],
+        })
+
+    model_problems = []
+    if p["model_dir"]:
+        if not os.path.isdir(p["model_dir"]):
+            model_problems = ["the model directory %s does not exist on this host" % p["model_dir"]]
+        else:
+            names = _list_dir(p["model_dir"])
+            index = None
+            if "model.safetensors.index.json" in names:
+                try:
+                    index = json.loads(_read(os.path.join(p["model_dir"], "model.safetensors.index.json")))
+                except ValueError:
+                    index = {}
+            model_problems = model_dir_problems(names, index, where="the model directory %s" % p["model_dir"],
+                                                check_tokenizer=p["check_tokenizer"])
+
+    module.exit_json(changed=False, replicas=result_replicas, restart=restart,
+                     listening_ports=sorted(set(port for _unused, port, _unused in listening)),
+                     model_problems=model_problems)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+#!/usr/bin/env python
+"""Prefix-aware routing vs round robin: vLLM's prefix-cache hit rate and TTFT of multi-turn chats through the balancer.
+
+A multi-turn chat workload goes through the fleet balancer once per policy: C conversations of T turns, every turn
+resending the whole history (a shared system prompt, the conversation's own first question with a nonce unique to
+the run, then each earlier answer and follow-up). Turn by turn: every conversation's turn t in a new random order,
+W requests in flight, then turn t + 1 (a conversation's next turn comes after the other conversations' turns, as
+with many users).
+Per policy it reads vLLM's own counters on every replica (vllm:prefix_cache_queries_total / _hits_total, in
+tokens; through each host's edge with the API key) before turn 1 and after every turn, and measures every
+turn's time to first token (streamed). Printed side by side: the later turns' (2..T) hit rate, TTFT p50 / p99,
+requests/s and output tokens/s, and the same numbers for turn 1.
+
+The policy is switched between runs the way a user would: playbooks/fleet.yml on the balancers with
+-e loadbalancer_balance=<policy> (needs --inventory). Every run's nonces are new, so no run profits from the
+cache another one left behind.
+
+    tests/bench/prefix_routing.py --balancer http://172.17.0.4:8080 --replica http://172.17.0.2:8000 \
+        --replica http://172.17.0.3:8000 --api-key-env LLMFLEET_API_KEY --model tiny \
+        --inventory ~/.cache/molecule/router/fleet/inventory --policies roundrobin,prefix
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
+WORDS = ("cache", "replica", "balancer", "token", "prefix", "engine", "batch", "rollout", "model", "latency",
+         "request", "stream", "kernel", "memory", "block", "queue", "decode", "prefill", "tensor", "weight")
+# A short shared system prompt: with a long one, every policy hits on it and the comparison is about the rest.
+SYSTEM = "You are a concise assistant for an inference platform team. Answer in one short paragraph."
+
+
+def parse_counters(text, names=COUNTERS):
+    """Sum each named counter over all its label sets in a Prometheus text exposition."""
+    totals = dict.fromkeys(names, 0.0)
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = re.match(r"^([^\s{]+)(\{[^}]*\})?\s+(\S+)", line)
+        if match and match.group(1) in totals:
+            totals[match.group(1)] += float(match.group(3))
+    return totals
+
+
+def percentile(values, q):
+    """Nearest-rank percentile (q in 0..1) of a list; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, int(-(-q * len(ordered) // 1)))  # ceil(q * n), at least 1
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def hit_rate(before, after):
+    """Prefix-cache hit rate (hits / queries, tokens) between two summed counter snapshots."""
+    queries = after[COUNTERS[0]] - before[COUNTERS[0]]
+    hits = after[COUNTERS[1]] - before[COUNTERS[1]]
+    return (hits / queries if queries > 0 else None), int(queries), int(hits)
+
+
+def sum_snapshots(snapshots):
+    return {name: sum(s[name] for s in snapshots) for name in COUNTERS}
+
+
+def http_get(url, key, timeout=30):
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + key} if key else {})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.read().decode()
+
+
+def snapshot(replicas, key):
+    """[{counter: value}] per replica, read from its /metrics (through the edge, with the key)."""
+    return [parse_counters(http_get(url.rstrip("/") + "/metrics", key)) for url in replicas]
+
+
+def chat_stream(base, key, model, messages, max_tokens, timeout):
+    """One streamed chat completion: (ttft seconds, total seconds, text, completion tokens)."""
+    body = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+            "stream": True, "stream_options": {"include_usage": True}}
+    request = urllib.request.Request(base.rstrip("/") + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})
+    started = time.monotonic()
+    ttft = None
+    parts = []
+    tokens = 0
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        for raw in response:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            chunk = json.loads(data)
+            for choice in chunk.get("choices") or []:
+                text = (choice.get("delta") or {}).get("content")
+                if text:
+                    if ttft is None:
+                        ttft = time.monotonic() - started
+                    parts.append(text)
+            if chunk.get("usage"):
+                tokens = chunk["usage"].get("completion_tokens", tokens)
+    return ttft if ttft is not None else time.monotonic() - started, time.monotonic() - started, "".join(parts), tokens
+
+
+def conversation_turns(nonce, index, turns, rng, paste_words=0):
+    """The user messages of one conversation: a first question carrying the run's nonce, then follow-ups.
+
+    The nonce has the same length in every run: with vLLM's block-sized cache (128 tokens on CPU) a few tokens
+    more or less in turn 1 decide whether a whole block is cached. paste_words adds that many words of pasted
+    context (a log, a tool's output) to every user turn, as in an agent loop.
+    """
+    def paste():
+        return (" Context: " + " ".join(rng.choice(WORDS) for _unused in range(paste_words))) if paste_words else ""
+    topic = " ".join(rng.choice(WORDS) for _unused in range(6))
+    first = "Conversation %s-%03d. We are debugging %s. What should we look at first?%s" % (nonce, index, topic, paste())
+    follow = ["Why %s and not %s? Say how the %s changes it.%s" % (rng.choice(WORDS), rng.choice(WORDS), rng.choice(WORDS),
+                                                                   paste()) for _unused in range(turns - 1)]
+    return [first] + follow
+
+
+class Workload:
+    def __init__(self, args, run_id):
+        # The same conversations in every run (--seed), but a new nonce: nothing another run cached matches.
+        rng = random.Random(args.seed)
+        nonce = "%08x" % random.getrandbits(32)
+        self.args = args
+        self.users = [conversation_turns(nonce, i, args.turns, rng, args.paste_words) for i in range(args.conversations)]
+        self.history = [[{"role": "system", "content": SYSTEM}] for _unused in range(args.conversations)]
+        self.results = []  # (turn, ttft, total, tokens, ok)
+
+    def turn(self, conv, number):
+        history = self.history[conv]
+        history.append({"role": "user", "content": self.users[conv][number - 1]})
+        try:
+            ttft, total, text, tokens = chat_stream(self.args.balancer, self.args.api_key, self.args.model, history,
+                                                    self.args.max_tokens, self.args.timeout)
+            history.append({"role": "assistant", "content": text})
+            self.results.append((number, ttft, total, tokens, True))
+        except Exception as exc:  # a failed turn counts, and ends its conversation
+            self.results.append((number, None, None, 0, False))
+            print("  conversation %d turn %d failed: %s" % (conv, number, exc), file=sys.stderr)
+            raise
+
+
+def run_policy(args, policy):
+    """Turn by turn: every conversation's turn t (W at a time), then vLLM's counters; then turn t + 1."""
+    run_id = "%s-%x" % (policy, random.getrandbits(32))
+    load = Workload(args, run_id)
+    snaps = [snapshot(args.replica, args.api_key)]
+    seconds = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.workers) as pool:
+        order = list(range(args.conversations))
+        for number in range(1, args.turns + 1):
+            # A new order every turn: in a fixed order, round robin would hand each conversation the same replica
+            # turn after turn (an even number of requests per turn), i.e. be sticky by accident.
+            random.shuffle(order)
+            started = time.monotonic()
+            list(pool.map(lambda c: _safe(load.turn, c, number), order))
+            seconds[number] = time.monotonic() - started
+            snaps.append(snapshot(args.replica, args.api_key))
+
+    def phase(turns):
+        before, after = snaps[min(turns) - 1], snaps[max(turns)]
+        rows = [r for r in load.results if r[0] in turns]
+        ok = [r for r in rows if r[4]]
+        ttfts = [r[1] for r in ok]
+        elapsed = sum(seconds[t] for t in turns)
+        rate, queries, hits = hit_rate(sum_snapshots(before), sum_snapshots(after))
+        per_replica = [hit_rate(b, a)[0] for b, a in zip(before, after)]
+        return {"requests": len(rows), "failed": len(rows) - len(ok), "seconds": round(elapsed, 1),
+                "hit_rate": None if rate is None else round(rate, 3), "queried_tokens": queries, "hit_tokens": hits,
+                "hit_rate_per_replica": [None if r is None else round(r, 3) for r in per_replica],
+                "queries_per_replica": [int(a[COUNTERS[0]] - b[COUNTERS[0]]) for b, a in zip(before, after)],
+                "ttft_p50_ms": _ms(percentile(ttfts, 0.5)), "ttft_p99_ms": _ms(percentile(ttfts, 0.99)),
+                "requests_per_s": round(len(ok) / elapsed, 2) if elapsed else None,
+                "output_tokens_per_s": round(sum(r[3] for r in ok) / elapsed, 1) if elapsed else None}
+    return {"policy": policy, "run_id": run_id, "turn_1": phase([1]),
+            "later_turns": phase(list(range(2, args.turns + 1))),
+            "per_turn_hit_rate": [phase([t])["hit_rate"] for t in range(1, args.turns + 1)]}
+
+
+def _safe(func, *argv):
+    try:
+        func(*argv)
+    except Exception:  # recorded in Workload.results
+        pass
+
+
+def _ms(value):
+    return None if value is None else round(value * 1000, 1)
+
+
+def switch_policy(args, policy):
+    """Reconfigure the balancers with loadbalancer_balance=<policy> (playbooks/fleet.yml, as a user would)."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"), ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
+               ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3")
+    # Every host of the fleet: the monitoring play needs the serving hosts' facts (their addresses).
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", args.inventory,
+            str(ROOT / "playbooks" / "fleet.yml"), "-e", "loadbalancer_balance=" + policy]
+    started = time.monotonic()
+    result = subprocess.run(argv, cwd=str(ROOT), env=env, capture_output=True, check=False, text=True)
+    if result.returncode != 0:
+        raise SystemExit("switching the balancer to %s failed:\n%s" % (policy, result.stdout[-4000:] + result.stderr[-2000:]))
+    print("balancer now balances with %s (playbooks/fleet.yml, %.0f s)" % (policy, time.monotonic() - started))
+
+
+def table(results, args):
+    """The policies side by side, later turns first (what prefix routing is for)."""
+    rows = [("later turns (2..%d)" % args.turns, None)] + [
+        ("  prefix-cache hit rate", lambda r: _pct(r["later_turns"]["hit_rate"])),
+        ("  hit rate per replica", lambda r: "/".join(_pct(x) for x in r["later_turns"]["hit_rate_per_replica"])),
+        ("  prompt tokens per replica", lambda r: "/".join(str(x) for x in r["later_turns"]["queries_per_replica"])),
+        ("  TTFT p50 (ms)", lambda r: r["later_turns"]["ttft_p50_ms"]),
+        ("  TTFT p99 (ms)", lambda r: r["later_turns"]["ttft_p99_ms"]),
+        ("  requests/s", lambda r: r["later_turns"]["requests_per_s"]),
+        ("  output tokens/s", lambda r: r["later_turns"]["output_tokens_per_s"]),
+        ("  failed / sent", lambda r: "%d / %d" % (r["later_turns"]["failed"], r["later_turns"]["requests"])),
+        ("  hit rate turn by turn", lambda r: " ".join("%.0f" % (100 * x) if x is not None else "-"
+                                                       for x in r["per_turn_hit_rate"])),
+        ("turn 1", None),
+        ("  prefix-cache hit rate", lambda r: _pct(r["turn_1"]["hit_rate"])),
+        ("  TTFT p50 (ms)", lambda r: r["turn_1"]["ttft_p50_ms"]),
+        ("  TTFT p99 (ms)", lambda r: r["turn_1"]["ttft_p99_ms"]),
+        ("  failed / sent", lambda r: "%d / %d" % (r["turn_1"]["failed"], r["turn_1"]["requests"])),
+    ]
+    width = 28
+    lines = ["%-*s" % (width, "") + "".join("%16s" % r["policy"] for r in results)]
+    for label, value in rows:
+        lines.append(label if value is None else "%-*s" % (width, label) + "".join("%16s" % (value(r),) for r in results))
+    return "\n".join(lines)
+
+
+def _pct(value):
+    return "-" if value is None else "%.1f%%" % (100 * value)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--balancer", required=True, help="the balancer's root URL (http://host:8080)")
+    parser.add_argument("--replica", action="append", required=True, help="a replica's URL for /metrics (its edge)")
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--api-key-env", default="LLMFLEET_API_KEY")
+    parser.add_argument("--policies", default="roundrobin,prefix", help="comma-separated loadbalancer_balance values")
+    parser.add_argument("--inventory", help="inventory to switch the policy with (playbooks/fleet.yml); none: measure as is")
+    parser.add_argument("--current", default="", help="the policy the balancer runs now (not switched to again)")
+    parser.add_argument("--conversations", type=int, default=32)
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--workers", type=int, default=4, help="conversations in flight at once")
+    parser.add_argument("--max-tokens", type=int, default=24, help="tokens per answer (ignore_eos: exactly this many)")
+    parser.add_argument("--seed", type=int, default=20, help="seed of the conversations' text")
+    parser.add_argument("--paste-words", type=int, default=0, help="words of pasted context in every user turn")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--output", default=str(ROOT / ".cache" / "prefix_routing.json"))
+    args = parser.parse_args(argv)
+    args.api_key = os.environ.get(args.api_key_env, "")
+    results = []
+    for policy in args.policies.split(","):
+        if args.inventory and policy != args.current:
+            switch_policy(args, policy)
+        args.current = policy
+        print("running %d conversations x %d turns with %s ..." % (args.conversations, args.turns, policy), flush=True)
+        results.append(run_policy(args, policy))
+        print(json.dumps(results[-1]), flush=True)
+    report = {"conversations": args.conversations, "turns": args.turns, "workers": args.workers, "paste_words": args.paste_words,
+              "max_tokens": args.max_tokens, "replicas": len(args.replica), "results": results}
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(report, indent=2))
+    print(table(results, args))
+    if len(results) >= 2 and all(r["later_turns"]["hit_rate"] for r in results[:2]):
+        base, other = results[0]["later_turns"], results[1]["later_turns"]
+        print("later turns, %s vs %s: hit rate x%.2f, TTFT p50 x%.2f, p99 x%.2f, output tokens/s x%.2f" % (
+            results[1]["policy"], results[0]["policy"], other["hit_rate"] / base["hit_rate"],
+            other["ttft_p50_ms"] / base["ttft_p50_ms"], other["ttft_p99_ms"] / base["ttft_p99_ms"],
+            other["output_tokens_per_s"] / base["output_tokens_per_s"]))
+    failed = sum(r[p]["failed"] for r in results for p in ("turn_1", "later_turns"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

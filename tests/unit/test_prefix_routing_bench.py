@@ -1,0 +1,60 @@
+"""tests/bench/prefix_routing.py: the pure parts (vLLM counters from /metrics, hit rate, percentiles, workload)."""
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+import prefix_routing as pr  # noqa: E402
+
+METRICS = """# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="tiny"} 1200.0
+vllm:prefix_cache_queries_total{engine="1",model_name="tiny"} 300.0
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="tiny"} 640.0
+vllm:prefix_cache_hits_created{engine="0",model_name="tiny"} 1.7e9
+vllm:num_requests_running{engine="0",model_name="tiny"} 0.0
+"""
+
+
+def test_counters_are_summed_over_label_sets_and_others_ignored():
+    assert pr.parse_counters(METRICS) == {"vllm:prefix_cache_queries_total": 1500.0,
+                                          "vllm:prefix_cache_hits_total": 640.0}
+
+
+def test_missing_counters_read_as_zero():
+    assert pr.parse_counters("") == {"vllm:prefix_cache_queries_total": 0.0, "vllm:prefix_cache_hits_total": 0.0}
+
+
+def test_hit_rate_between_snapshots():
+    before = {"vllm:prefix_cache_queries_total": 100.0, "vllm:prefix_cache_hits_total": 10.0}
+    after = {"vllm:prefix_cache_queries_total": 300.0, "vllm:prefix_cache_hits_total": 160.0}
+    assert pr.hit_rate(before, after) == (0.75, 200, 150)
+    assert pr.hit_rate(before, before) == (None, 0, 0)
+
+
+def test_snapshots_of_replicas_add_up():
+    a = {"vllm:prefix_cache_queries_total": 1.0, "vllm:prefix_cache_hits_total": 2.0}
+    assert pr.sum_snapshots([a, a]) == {"vllm:prefix_cache_queries_total": 2.0, "vllm:prefix_cache_hits_total": 4.0}
+
+
+def test_nearest_rank_percentiles():
+    values = list(range(1, 101))
+    assert pr.percentile(values, 0.5) == 50
+    assert pr.percentile(values, 0.99) == 99
+    assert pr.percentile([7], 0.99) == 7
+    assert pr.percentile([], 0.5) is None
+
+
+def test_each_run_opens_its_conversations_with_its_own_nonce():
+    one = pr.conversation_turns("0000abcd", 3, 6, random.Random(1))
+    other = pr.conversation_turns("1234ffff", 3, 6, random.Random(1))
+    assert len(one) == 6 and one[0] != other[0] and "0000abcd-003" in one[0]
+    # Same shape in every run: only the nonce differs, never the length.
+    assert [len(t) for t in one] == [len(t) for t in other]
+
+
+def test_pasted_context_lengthens_every_user_turn():
+    plain = pr.conversation_turns("0000abcd", 0, 3, random.Random(2))
+    pasted = pr.conversation_turns("0000abcd", 0, 3, random.Random(2), paste_words=40)
+    assert all(" Context: " in t and len(t) > len(p) for t, p in zip(pasted, plain))
