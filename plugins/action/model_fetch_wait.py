@@ -71,7 +71,9 @@ class ActionModule(ActionBase):
                     raise AnsibleActionFail("model_fetch still running after %ds (job %s keeps running on %s; "
                                             "raise model_weights_timeout or re-run the play later: it resumes)"
                                             % (args["timeout"], args["jid"], host))
-                time.sleep(max(1, args["poll_interval"]))
+                # 1, 2, 4, ... s up to poll_interval: a small or nearly complete fetch is collected within a
+                # second or two instead of a whole interval later.
+                time.sleep(max(1, min(args["poll_interval"], 2 ** (polls - 1))))
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         prog = self._progress(args["progress_file"], task_vars)

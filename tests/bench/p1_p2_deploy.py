@@ -1,16 +1,25 @@
 #!/usr/bin/env python
-"""P1 / P2: how close a cold site.yml comes to its unavoidable work, and what an idempotent re-run costs.
+"""Deploy speed (#18), all in one command: P1, P2 (one host and a fleet), P5 (warm make demo).
 
-    P1 = cold site.yml wall time / (max(image pull, weight placement) + time to healthy)
-    P2 = wall time of the second, idempotent site.yml run (changed must be 0)
+    P1  = cold site.yml wall time / (max(image pull, weight placement) + time to healthy)
+    P2  = wall time of the second, idempotent site.yml run on one host (changed must be 0)
+    P2N = the same re-run over N hosts at once, and its ratio to P2 (the fleet must cost little more)
+    P5w = a warm `make demo`: tests/testbed/up.sh (everything cached) + tests/testbed/demo.sh on a NEW host
 
-Runs the demo profile (cpu accelerator, tiny model, the test bed's vLLM CPU image pulled by digest) against a
-FRESH local test host, through ansible-runner, and reads the stage times from the task events. Needs
-`make testbed` first (sources .cache/testbed.env itself). Prints the numbers; asserts nothing about speed.
+Runs the demo profile (cpu accelerator, tiny model, the test bed's vLLM CPU image pulled by digest) against FRESH
+local test hosts (Debian 12 + systemd containers, names from --prefix), through ansible-runner, and reads the stage
+times from the task events. Needs `make testbed` first (reads .cache/testbed.env). Prints the numbers, the load
+average and the ten slowest tasks of each run; asserts nothing about speed. The machine's load makes every number
+an upper bound: read them with the load average printed beside them.
 
-    .venv/bin/python tests/bench/p1_p2_deploy.py [--keep]
+    .venv/bin/python tests/bench/p1_p2_deploy.py [--hosts 4] [--demo] [--keep] [--prefix llmfleet-bench]
+
+The image pull runs in the background while the weights are placed (playbooks/model.yml), so "pull" is the span
+from the pull's start to the end of the wait for it: with the weights placed first it is max(pull, weights).
+P5 cold (a machine without the test bed) is not measured here: it needs the test bed's images and caches removed.
 """
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -22,7 +31,9 @@ import time
 import ansible_runner
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HOST = "llmfleet-bench-p1"
+# The serve task that starts (or restarts) each replica; systemd returns once /health answers (the older name second).
+HEALTH_TASKS = ("Enable each replica and start it, or restart it where its configuration is not what it runs",
+                "Enable and start each replica (systemd waits until /health answers)")
 
 
 def load_env(path):
@@ -35,86 +46,215 @@ def load_env(path):
     return env
 
 
-def start_host(image):
-    subprocess.run(["docker", "rm", "-f", HOST], capture_output=True, check=False)
-    subprocess.run(["docker", "run", "-d", "--name", HOST, "--hostname", HOST, "--cap-add", "SYS_ADMIN",
+def loadavg():
+    with open("/proc/loadavg") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
+def start_host(name, image):
+    subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, check=False)
+    subprocess.run(["docker", "run", "-d", "--name", name, "--hostname", name, "--cap-add", "SYS_ADMIN",
                     "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined", "--security-opt",
                     "apparmor=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
                     "-v", "/var/lib/docker", "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
                     image, "/lib/systemd/systemd"], check=True, capture_output=True)
-    for _unused in range(60):
-        state = subprocess.run(["docker", "exec", HOST, "systemctl", "is-system-running"],
+
+
+def wait_systemd(name):
+    for _unused in range(90):
+        state = subprocess.run(["docker", "exec", name, "systemctl", "is-system-running"],
                                capture_output=True, text=True, check=False).stdout.strip()
         if state in ("running", "degraded"):
             return
         time.sleep(1)
 
 
-def run_site(inventory_dir, env):
-    data = tempfile.mkdtemp(prefix="llmfleet-p1-")
-    started = time.monotonic()
-    r = ansible_runner.run(private_data_dir=data, project_dir=TOP, playbook=os.path.join(TOP, "site.yml"),
-                           inventory=inventory_dir, envvars=env, quiet=True)
-    wall = time.monotonic() - started
-    role_time, task_time = {}, {}
-    for event in r.events:
-        if event.get("event") not in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
-            continue
-        ed = event["event_data"]
-        duration = ed.get("duration") or 0.0
-        role = ed.get("role") or "-"
-        role_time[role] = role_time.get(role, 0.0) + duration
-        task_time[ed.get("task", "")] = task_time.get(ed.get("task", ""), 0.0) + duration
-    stats = r.stats or {}
-    changed = sum((stats.get("changed") or {}).values())
-    shutil.rmtree(data, ignore_errors=True)
-    return r.rc, wall, changed, role_time, task_time
+def remove_host(name):
+    subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, check=False)
+
+
+def _ts(value):
+    try:
+        return datetime.datetime.fromisoformat(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+class Run:
+    """One site.yml run: wall time, changed count, per-role and per-task times, the pull's span."""
+
+    def __init__(self, inventory_dir, env):
+        data = tempfile.mkdtemp(prefix="llmfleet-bench-")
+        started = time.monotonic()
+        r = ansible_runner.run(private_data_dir=data, project_dir=TOP, playbook=os.path.join(TOP, "site.yml"),
+                               inventory=inventory_dir, envvars=env, quiet=True)
+        self.wall = time.monotonic() - started
+        self.rc = r.rc
+        self.load = loadavg()
+        self.roles, self.tasks, self.slow = {}, {}, []
+        pull_start, pull_end, self.task_count, self.failures = {}, {}, 0, []
+        for event in r.events:
+            if event.get("event") not in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
+                continue
+            ed = event["event_data"]
+            host, task, role = ed.get("host", ""), ed.get("task", ""), ed.get("role") or "-"
+            duration = ed.get("duration") or 0.0
+            if event["event"] != "runner_on_skipped":
+                self.task_count += 1
+            if event["event"] == "runner_on_failed" and not ed.get("ignore_errors"):
+                res = ed.get("res") or {}
+                self.failures.append("%s | %s: %s" % (host, task, str(res.get("msg") or res.get("stderr") or "")[:400]))
+            self.roles[role] = self.roles.get(role, 0.0) + duration
+            self.tasks[task] = max(self.tasks.get(task, 0.0), duration)
+            self.slow.append((duration, "%s | %s%s" % (role, task, "" if host == "" else " [%s]" % host)))
+            start, end = _ts(ed.get("start")), _ts(ed.get("end"))
+            if role == "vllm_image" and task.startswith("Pull ") and event["event"] == "runner_on_ok" and start:
+                pull_start[host] = start
+                pull_end[host] = end
+            if (role == "vllm_image" and task == "Wait for the background pull of the pinned image"
+                    and event["event"] == "runner_on_ok" and end):
+                pull_end[host] = end
+        self.pull = max([pull_end[h] - pull_start[h] for h in pull_start if pull_end.get(h)] or [0.0])
+        self.slow.sort(reverse=True)
+        self.changed = sum(((r.stats or {}).get("changed") or {}).values())
+        shutil.rmtree(data, ignore_errors=True)
+
+    def show_slow(self, title, n=10):
+        print("ten slowest tasks (%s, %.1f s wall, %d tasks ran, load %s):"
+              % (title, self.wall, self.task_count, self.load))
+        for duration, key in self.slow[:n]:
+            print("  %6.1f s  %s" % (duration, key))
+
+
+def inventory_for(hosts):
+    inventory = tempfile.mkdtemp(prefix="llmfleet-bench-inv-")
+    shutil.copytree(os.path.join(TOP, "inventories", "demo", "group_vars"), os.path.join(inventory, "group_vars"))
+    with open(os.path.join(inventory, "hosts.yml"), "w") as fh:
+        json.dump({"all": {"children": {"gpu_nodes": {"hosts": {h: {
+            "ansible_connection": "community.docker.docker_api", "ansible_python_interpreter": "/usr/bin/python3"}
+            for h in hosts}}}}}, fh)
+    return inventory
+
+
+def bench_demo(prefix, env):
+    """A warm `make demo`: the test bed's up.sh (all cached) into a scratch env file, then demo.sh on a new host."""
+    name = "%s-demo" % prefix
+    remove_host(name)
+    scratch = tempfile.mkdtemp(prefix="llmfleet-bench-demo-")
+    try:
+        started = time.monotonic()
+        up = subprocess.run(["tests/testbed/up.sh", os.path.join(scratch, "testbed.env")], cwd=TOP, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            text=True, start_new_session=True, check=False)
+        testbed = time.monotonic() - started
+        if up.returncode != 0:
+            print(up.stdout[-3000:])
+            return {"P5_warm_rc": up.returncode}
+        demo_env = dict(env, **load_env(os.path.join(scratch, "testbed.env")))
+        demo_env["LLMFLEET_DEMO_HOST"] = name
+        started = time.monotonic()
+        demo = subprocess.run(["tests/testbed/demo.sh"], cwd=TOP, env=demo_env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, check=False)
+        demo_s = time.monotonic() - started
+        if demo.returncode != 0:
+            print(demo.stdout[-3000:])
+        return {"P5_warm_s": round(testbed + demo_s, 1), "P5_warm_testbed_s": round(testbed, 1),
+                "P5_warm_demo_sh_s": round(demo_s, 1), "P5_warm_rc": demo.returncode, "P5_warm_load": loadavg()}
+    finally:
+        remove_host(name)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", action="store_true", help="leave the test host running")
+    parser.add_argument("--hosts", type=int, default=4, help="hosts for the fleet re-run (0: skip it)")
+    parser.add_argument("--demo", action="store_true", help="also time a warm make demo on a new host (P5 warm)")
+    parser.add_argument("--prefix", default=os.environ.get("LLMFLEET_BENCH_PREFIX", "llmfleet-bench"),
+                        help="test host name prefix")
+    parser.add_argument("--keep", action="store_true", help="leave the test hosts running")
     args = parser.parse_args()
     env = load_env(os.path.join(TOP, ".cache", "testbed.env"))
-    inventory = tempfile.mkdtemp(prefix="llmfleet-p1-inv-")
-    shutil.copytree(os.path.join(TOP, "inventories", "demo", "group_vars"), os.path.join(inventory, "group_vars"))
-    with open(os.path.join(inventory, "hosts.yml"), "w") as fh:
-        json.dump({"all": {"children": {"gpu_nodes": {"hosts": {HOST: {
-            "ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"}}}}}}, fh)
-    key_dir = tempfile.mkdtemp(prefix="llmfleet-p1-key-")
+    key_dir = tempfile.mkdtemp(prefix="llmfleet-bench-key-")
     with open(os.path.join(key_dir, "api_key"), "w") as fh:
-        fh.write("p1-bench-key\n")
+        fh.write("bench-key\n")
     env.update({"LLMFLEET_DEMO_API_KEY_FILE": os.path.join(key_dir, "api_key"),
                 "ANSIBLE_COLLECTIONS_PATH": os.path.join(TOP, "collections"),
                 "ANSIBLE_CONFIG": os.path.join(TOP, "ansible.cfg"),
                 # ansible-runner starts ansible-playbook from PATH: the one next to this interpreter.
                 "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")})
-    start_host(env["MOLECULE_HOST_IMAGE"])
+    one = "%s-p1" % args.prefix
+    fleet = ["%s-f%d" % (args.prefix, i + 1) for i in range(args.hosts)]
+    inventories = []
+    result = {"load_at_start": loadavg()}
     try:
-        rc, cold, changed1, roles, tasks = run_site(inventory, env)
-        if rc != 0:
-            print("cold site.yml failed (rc=%s)" % rc)
+        start_host(one, env["MOLECULE_HOST_IMAGE"])
+        wait_systemd(one)
+        inventories.append(inventory_for([one]))
+        cold = Run(inventories[-1], env)
+        if cold.rc != 0:
+            print("cold site.yml failed (rc=%s): %s" % (cold.rc, cold.failures))
+            cold.show_slow("cold, failed")
             return 1
-        pull = roles.get("vllm_image", 0.0)
-        weights = roles.get("model_weights", 0.0)
-        # The serve task that starts (or restarts) each replica; systemd returns once /health answers.
-        healthy = tasks.get("Enable each replica and start it, or restart it where its configuration is not what it runs",
-                            tasks.get("Enable and start each replica (systemd waits until /health answers)", 0.0))
-        rc2, warm, changed2, _unused, _unused = run_site(inventory, env)
-        p1 = cold / (max(pull, weights) + healthy)
-        print(json.dumps({
-            "cold_wall_s": round(cold, 1), "image_pull_s": round(pull, 1), "weight_placement_s": round(weights, 1),
-            "time_to_healthy_s": round(healthy, 1), "P1": round(p1, 2),
-            "rerun_wall_s": round(warm, 1), "rerun_changed": changed2, "rerun_rc": rc2, "P2_s": round(warm, 1),
-            "per_role_s": {k: round(v, 1) for k, v in sorted(roles.items(), key=lambda kv: -kv[1])},
-        }, indent=2))
-        print("P1 = %.1f / (max(%.1f, %.1f) + %.1f) = %.2f   P2 = %.1f s (changed=%d)"
-              % (cold, pull, weights, healthy, p1, warm, changed2))
-        return 0 if rc2 == 0 and changed2 == 0 else 1
+        weights = cold.roles.get("model_weights", 0.0)
+        healthy = next((cold.tasks[t] for t in HEALTH_TASKS if t in cold.tasks), 0.0)
+        rerun = Run(inventories[-1], env)
+        p1 = cold.wall / (max(cold.pull, weights) + healthy)
+        result.update({
+            "cold_wall_s": round(cold.wall, 1), "image_pull_s": round(cold.pull, 1),
+            "weight_placement_s": round(weights, 1), "time_to_healthy_s": round(healthy, 1), "P1": round(p1, 2),
+            "cold_load": cold.load,
+            "P2_s": round(rerun.wall, 1), "rerun_changed": rerun.changed, "rerun_rc": rerun.rc,
+            "rerun_load": rerun.load,
+            "per_role_cold_s": {k: round(v, 1) for k, v in sorted(cold.roles.items(), key=lambda kv: -kv[1])},
+            "per_role_rerun_s": {k: round(v, 1) for k, v in sorted(rerun.roles.items(), key=lambda kv: -kv[1])},
+        })
+        if not args.keep:
+            remove_host(one)
+        fleet_runs = None
+        if fleet:
+            for name in fleet:
+                start_host(name, env["MOLECULE_HOST_IMAGE"])
+            for name in fleet:
+                wait_systemd(name)
+            inventories.append(inventory_for(fleet))
+            fleet_cold = Run(inventories[-1], env)
+            fleet_rerun = Run(inventories[-1], env) if fleet_cold.rc == 0 else None
+            fleet_runs = (fleet_cold, fleet_rerun)
+            result.update({
+                "fleet_hosts": len(fleet), "fleet_cold_wall_s": round(fleet_cold.wall, 1),
+                "fleet_cold_rc": fleet_cold.rc, "fleet_cold_load": fleet_cold.load,
+                "fleet_cold_failures": fleet_cold.failures})
+            if fleet_rerun:
+                result.update({
+                    "P2_fleet_s": round(fleet_rerun.wall, 1), "P2_fleet_ratio": round(fleet_rerun.wall / rerun.wall, 2),
+                    "fleet_rerun_changed": fleet_rerun.changed, "fleet_rerun_rc": fleet_rerun.rc,
+                    "fleet_rerun_load": fleet_rerun.load})
+            if not args.keep:
+                for name in fleet:
+                    remove_host(name)
+        if args.demo:
+            demo_env = {k: v for k, v in env.items() if k.startswith(("ANSIBLE_", "PATH"))}
+            result.update(bench_demo(args.prefix, dict(os.environ, **demo_env)))
+        print(json.dumps(result, indent=2))
+        print("P1 = %.1f / (max(%.1f, %.1f) + %.1f) = %.2f   P2 = %.1f s (changed=%d)%s%s   load %s"
+              % (cold.wall, cold.pull, weights, healthy, p1, rerun.wall, rerun.changed,
+                 ("   P2 x%d = %.1f s (%.2fx)" % (len(fleet), result["P2_fleet_s"], result["P2_fleet_ratio"])
+                  if "P2_fleet_s" in result else ""),
+                 ("   P5 warm = %.1f s" % result["P5_warm_s"] if "P5_warm_s" in result else ""), loadavg()))
+        cold.show_slow("cold, one host")
+        rerun.show_slow("re-run, one host")
+        if fleet_runs and fleet_runs[1]:
+            fleet_runs[1].show_slow("re-run, %d hosts" % len(fleet))
+        ok = rerun.rc == 0 and rerun.changed == 0
+        if fleet_runs:
+            ok = ok and fleet_runs[1] is not None and fleet_runs[1].rc == 0 and fleet_runs[1].changed == 0
+        return 0 if ok else 1
     finally:
         if not args.keep:
-            subprocess.run(["docker", "rm", "-f", HOST], capture_output=True, check=False)
-        shutil.rmtree(inventory, ignore_errors=True)
+            for name in [one] + fleet:
+                remove_host(name)
+        for inventory in inventories:
+            shutil.rmtree(inventory, ignore_errors=True)
         shutil.rmtree(key_dir, ignore_errors=True)
 
 

@@ -4,7 +4,8 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
-name=llmfleet-demo
+# LLMFLEET_DEMO_HOST: another host name (tests/bench/p1_p2_deploy.py times a demo on a fresh host this way).
+name=${LLMFLEET_DEMO_HOST:-llmfleet-demo}
 mkdir -p .cache/demo && chmod 700 .cache/demo
 [ -s .cache/demo/api_key ] || (umask 077; python3 -c 'import secrets; print(secrets.token_urlsafe(24))' > .cache/demo/api_key)
 if ! docker inspect "$name" >/dev/null 2>&1; then
@@ -22,7 +23,13 @@ for _ in $(seq 1 30); do
   sleep 1
 done
 start=$(date +%s)
-ansible-playbook site.yml -i inventories/demo
+if [ "$name" = llmfleet-demo ]; then
+  ansible-playbook site.yml -i inventories/demo
+else
+  # Another container: the inventory's host llmfleet-demo, reached at that container; its facts stay out of
+  # the controller's fact cache (they would stand for llmfleet-demo there).
+  ANSIBLE_CACHE_PLUGIN=memory ansible-playbook site.yml -i inventories/demo -e ansible_host="$name"
+fi
 ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$name")
 cat <<MSG
 
