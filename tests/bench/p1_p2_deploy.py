@@ -172,6 +172,7 @@ def main():
     parser.add_argument("--prefix", default=os.environ.get("LLMFLEET_BENCH_PREFIX", "llmfleet-bench"),
                         help="test host name prefix")
     parser.add_argument("--keep", action="store_true", help="leave the test hosts running")
+    parser.add_argument("--tasks-out", help="write every task's duration of each run to this JSON file")
     args = parser.parse_args()
     env = load_env(os.path.join(TOP, ".cache", "testbed.env"))
     key_dir = tempfile.mkdtemp(prefix="llmfleet-bench-key-")
@@ -241,6 +242,13 @@ def main():
                  ("   P2 x%d = %.1f s (%.2fx)" % (len(fleet), result["P2_fleet_s"], result["P2_fleet_ratio"])
                   if "P2_fleet_s" in result else ""),
                  ("   P5 warm = %.1f s" % result["P5_warm_s"] if "P5_warm_s" in result else ""), loadavg()))
+        if args.tasks_out:
+            runs = {"cold": cold, "rerun": rerun}
+            if fleet_runs:
+                runs.update({"fleet_cold": fleet_runs[0], "fleet_rerun": fleet_runs[1]})
+            with open(args.tasks_out, "w") as fh:
+                json.dump({name: {"wall_s": run.wall, "load": run.load, "tasks": run.slow}
+                           for name, run in runs.items() if run}, fh, indent=1)
         cold.show_slow("cold, one host")
         rerun.show_slow("re-run, one host")
         if fleet_runs and fleet_runs[1]:
