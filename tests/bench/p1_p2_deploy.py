@@ -30,6 +30,9 @@ import time
 
 import ansible_runner
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration"))
+from reliability_common import remove_host, start_host  # noqa: E402  (the test hosts of the reliability tests)
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The serve task that starts (or restarts) each replica; systemd returns once /health answers (the older name second).
 HEALTH_TASKS = ("Enable each replica and start it, or restart it where its configuration is not what it runs",
@@ -49,28 +52,6 @@ def load_env(path):
 def loadavg():
     with open("/proc/loadavg") as fh:
         return " ".join(fh.read().split()[:3])
-
-
-def start_host(name, image):
-    subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, check=False)
-    subprocess.run(["docker", "run", "-d", "--name", name, "--hostname", name, "--cap-add", "SYS_ADMIN",
-                    "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined", "--security-opt",
-                    "apparmor=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-                    "-v", "/var/lib/docker", "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
-                    image, "/lib/systemd/systemd"], check=True, capture_output=True)
-
-
-def wait_systemd(name):
-    for _unused in range(90):
-        state = subprocess.run(["docker", "exec", name, "systemctl", "is-system-running"],
-                               capture_output=True, text=True, check=False).stdout.strip()
-        if state in ("running", "degraded"):
-            return
-        time.sleep(1)
-
-
-def remove_host(name):
-    subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, check=False)
 
 
 def _ts(value):
@@ -189,7 +170,6 @@ def main():
     result = {"load_at_start": loadavg()}
     try:
         start_host(one, env["MOLECULE_HOST_IMAGE"])
-        wait_systemd(one)
         inventories.append(inventory_for([one]))
         cold = Run(inventories[-1], env)
         if cold.rc != 0:
@@ -215,8 +195,6 @@ def main():
         if fleet:
             for name in fleet:
                 start_host(name, env["MOLECULE_HOST_IMAGE"])
-            for name in fleet:
-                wait_systemd(name)
             inventories.append(inventory_for(fleet))
             fleet_cold = Run(inventories[-1], env)
             fleet_rerun = Run(inventories[-1], env) if fleet_cold.rc == 0 else None
