@@ -213,6 +213,8 @@ IMAGE_FACTS_SCRIPT = (
     "    facts['help_error'] = repr(exc)[:300]\n"
     "sys.stdout.write('\\n' + %r + json.dumps(facts) + '\\n')\n" % IMAGE_FACTS_MARKER
 )
+
+
 def parse_image_facts(out):
     """The JSON the image facts script printed last, or {} (an older image, a crash, a custom entrypoint)."""
     for line in reversed((out or "").splitlines()):

@@ -190,7 +190,6 @@ ENV_SCRIPT = (
 MIN_FLAGS = 20
 
 
-
 def _write(path, text):
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
