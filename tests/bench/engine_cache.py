@@ -77,8 +77,9 @@ PHASES = [("process start + imports", r"vLLM API server version|non-default args
           ("engine config", r"Starting to load model|Initializing a V1 LLM engine"),
           ("model load", r"Model loading took|Loading weights took"),
           ("MoE setup", r"Warming up model for the compilation|Starting torch\.compile"),
-          # Ends at the first cache line (a lookup with TORCH_LOGS, vLLM's AOT load or failure): dynamo's trace.
-          ("dynamo trace", r"AOTAutograd cache (?:hit|miss)|Directly load|load failure"),
+          # Ends at the first cache line (TORCH_LOGS' AOTAutograd lookup, vLLM's AOT load or failure): dynamo's trace;
+          # a hit is logged after the cached graph and its kernels are loaded, so when warm it holds that load too.
+          ("dynamo trace (+ cache load when warm)", r"AOTAutograd cache (?:hit|miss)|Directly load|load failure"),
           ("compile or cache load + warm-up run", r"Warming up done|Initial profiling/warmup run took|init engine"),
           ("KV cache + API server up", r"Application startup complete")]
 # The engine's own lines that say what came from the cache: vLLM's (AOT artefact, VllmBackend graphs) and, with
