@@ -71,34 +71,63 @@ def parse_ts(text):
     return base.timestamp() + float("0." + (m.group(2) or "0"))
 
 
+# Start-up phases, each from the first engine log line that marks its end (the CPU engine's markers; a marker that
+# is missing is skipped, so the GPU engine's log reads as well).
+PHASES = [("process start + imports", r"vLLM API server version|non-default args"),
+          ("engine config", r"Starting to load model|Initializing a V1 LLM engine"),
+          ("model load", r"Model loading took|Loading weights took"),
+          ("MoE setup", r"Warming up model for the compilation|Starting torch\.compile"),
+          # Ends at the first cache line (TORCH_LOGS' AOTAutograd lookup, vLLM's AOT load or failure): dynamo's trace;
+          # a hit is logged after the cached graph and its kernels are loaded, so when warm it holds that load too.
+          ("dynamo trace (+ cache load when warm)", r"AOTAutograd cache (?:hit|miss)|Directly load|load failure"),
+          ("compile or cache load + warm-up run", r"Warming up done|Initial profiling/warmup run took|init engine"),
+          ("KV cache + API server up", r"Application startup complete")]
+# The engine's own lines that say what came from the cache: vLLM's (AOT artefact, VllmBackend graphs) and, with
+# TORCH_LOGS naming the two cache modules, torch's AOTAutograd and inductor FX graph caches.
+CACHE_LINES = r"Directly load|load failure|saved AOT|AOTAutograd cache (?:hit|miss)|fx graph cache (?:hit|miss)"
+
+
 def boot_times(container):
-    """Seconds from the container's start to vLLM's 'Application startup complete.', and vLLM's own numbers."""
+    """Seconds from the container's start to vLLM's 'Application startup complete.', by phase, and vLLM's own
+    numbers and cache lines."""
     started = parse_ts(sh("docker", "inspect", "--format", "{{.State.StartedAt}}", container))
     log = subprocess.run(["docker", "exec", HOST, "docker", "logs", "--timestamps", container],
                          capture_output=True, check=False, text=True)
     lines = (log.stdout + log.stderr).splitlines()
     ready = warmup_start = warmup_end = None
+    marks = {}
     for line in lines:
         stamp = line.split(" ", 1)[0]
+        for name, pattern in PHASES:
+            if name not in marks and re.search(pattern, line):
+                marks[name] = parse_ts(stamp)
         if "Application startup complete" in line:
             ready = parse_ts(stamp)
         elif "Warming up model for the compilation" in line or "Starting torch.compile" in line:
             warmup_start = warmup_start or parse_ts(stamp)
-        elif "Initial profiling/warmup run took" in line:
+        elif "Initial profiling/warmup run took" in line or "Warming up done" in line:
             warmup_end = parse_ts(stamp)
     text = "\n".join(lines)
     compile_s = re.findall(r"torch\.compile took ([\d.]+) s in total", text)
     init_s = re.findall(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s", text)
     if ready is None:
         raise RuntimeError("no 'Application startup complete' in the log of %s:\n%s" % (container, text[-3000:]))
+    phases, last = {}, started
+    for name, _pattern in PHASES:
+        if name in marks and marks[name] >= last:
+            phases[name] = round(marks[name] - last, 1)
+            last = marks[name]
+    cache_lines = [re.sub(r"\s+", " ", line.split(" ", 1)[-1])[:220] for line in lines if re.search(CACHE_LINES, line)]
     return {"to_ready_s": round(ready - started, 1),
+            "phases_s": phases,
             # GPU (VLLM_COMPILE mode) prints torch.compile's total; the CPU engine's mode does not: there the
             # compile + first warm-up run is read between its two log lines.
             "torch_compile_s": float(compile_s[-1]) if compile_s else None,
             "compile_and_warmup_s": round(warmup_end - warmup_start, 1) if warmup_start and warmup_end else None,
             "init_engine_s": float(init_s[-1]) if init_s else None,
-            "loaded_from_cache": len(re.findall(r"Directly load", text)),
-            "cache_load_failures": re.findall(r"Compiling model again due to a load failure.*reason: (.*)", text)}
+            "loaded_from_cache": len(re.findall(r"Directly load|AOTAutograd cache hit|fx graph cache hit", text)),
+            "cache_load_failures": re.findall(r"Compiling model again due to a load failure.*reason: (.*)", text),
+            "cache_lines": cache_lines[:12] + (["... %d more" % (len(cache_lines) - 12)] if len(cache_lines) > 12 else [])}
 
 
 def restart(unit):
@@ -118,7 +147,7 @@ def measure(deploy_s, args):
         sh("sh", "-c", "grep -v '^%s=' %s > %s.new; echo '%s' >> %s.new; cat %s.new > %s; rm %s.new"
            % (key, env_file, env_file, pair, env_file, env_file, env_file, env_file))
     first = boot_times(container)
-    if args.reuse:
+    if args.reuse or args.env:
         # Prime: a start with the current settings fills the cache (a changed environment is a new cache key).
         restart(unit)
         first = boot_times(container)
@@ -137,6 +166,10 @@ def measure(deploy_s, args):
                       "first_start": first, "cold_restart": dict(cold, systemctl_restart_s=cold_wall),
                       "warm_restart": dict(warm, systemctl_restart_s=warm_wall),
                       "warm_over_cold": round(ratio, 2), "goal": GOAL}, indent=2))
+    for label, run in (("cold", cold), ("warm", warm)):
+        print("%s restart by phase (s): %s" % (label, ", ".join("%s %.1f" % kv for kv in run["phases_s"].items())))
+        for line in run["cache_lines"]:
+            print("  %s cache: %s" % (label, line))
     print("restart to ready (engine log): cold %.1f s, warm %.1f s, warm/cold = %.2f (goal <= %.2f)"
           % (cold["to_ready_s"], warm["to_ready_s"], ratio, GOAL))
     return 0 if ratio <= GOAL else 1
@@ -148,7 +181,9 @@ def main():
     parser.add_argument("--reuse", action="store_true",
                         help="measure on the test host a previous --keep run left (no new deployment)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="add to the replica's environment file before measuring (with --reuse)")
+                        help="add to the replica's environment file before measuring (a priming start first); e.g. "
+                             "TORCH_LOGS=torch._functorch._aot_autograd.autograd_cache,torch._inductor.codecache "
+                             "makes torch log its cache hits")
     args = parser.parse_args()
     if args.reuse:
         return measure(None, args)

@@ -148,6 +148,8 @@ def test_the_diagnosis_goes_to_the_journal_line_by_line(setup, capsys, tmp_path)
     watchdog, replica, calls, config = setup
     import shutil
     shutil.copy(os.path.join(ROOT, "plugins", "module_utils", "diagnostics.py"), tmp_path / "llmfleet_diagnostics.py")
+    # As the role installs them beside the watchdog (watchdog.yml).
+    shutil.copy(os.path.join(ROOT, "plugins", "module_utils", "nvidia_driver.py"), tmp_path / "llmfleet_nvidia_driver.py")
     watchdog.HERE = str(tmp_path)
     text = watchdog.diagnose({"name": "0", "unit": "llmfleet-vllm@0.service", "container": "llmfleet-vllm-0"},
                              "replica 0 is hung")
