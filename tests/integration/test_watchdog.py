@@ -58,9 +58,8 @@ def health(ip):
 
 
 def started_and_serving(ip):
-    """A completion, sent only once the replica's unit is active (its start gate, warm-up included, has passed):
-    what a client behind the balancer sees. A 1-token request that reaches a CPU engine before its warm-up kills
-    its engine core (SIGILL on AMX CPUs, docs/OPERATIONS.md), so the test does not race the start gate."""
+    """A completion, sent only once the replica's unit is active (its start gate has passed): what a client behind
+    the balancer sees, and the test does not race the start gate."""
     return show(UNIT, "ActiveState") == "active" and completion_ok(ip)
 
 
