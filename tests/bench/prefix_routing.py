@@ -280,6 +280,7 @@ def table(results, args):
         ("  prefix-cache hit rate", lambda r: _pct(r["later_turns"]["hit_rate"])),
         ("  hit rate per replica", lambda r: "/".join(_pct(x) for x in r["later_turns"]["hit_rate_per_replica"])),
         ("  prompt tokens per replica", lambda r: "/".join(str(x) for x in r["later_turns"]["queries_per_replica"])),
+        ("  prefilled (missed) tokens", lambda r: r["later_turns"]["queried_tokens"] - r["later_turns"]["hit_tokens"]),
         ("  requests per replica", lambda r: "/".join(str(x) for x in r["later_turns"]["requests_per_replica"].values())),
         ("  turns moved / compared", lambda r: "%s / %s" % (r["later_turns"]["moved_turns"],
                                                               r["later_turns"]["compared_turns"])),
