@@ -313,8 +313,12 @@ def table(results, args):
         for other in group[1:]:
             later = other["later_turns"]
             if base["hit_rate"] and later["hit_rate"] is not None:
-                lines.append("later turns, %s vs %s: hit rate x%.2f, TTFT p50 x%.2f, p99 x%.2f, output tokens/s x%.2f" % (
+                missed = later["queried_tokens"] - later["hit_tokens"]
+                base_missed = base["queried_tokens"] - base["hit_tokens"]
+                lines.append("later turns, %s vs %s: hit rate x%.2f, prefilled tokens x%.2f, TTFT p50 x%.2f, p99 x%.2f, "
+                             "output tokens/s x%.2f" % (
                     other["policy"], group[0]["policy"], later["hit_rate"] / base["hit_rate"],
+                    missed / base_missed if base_missed else float("nan"),
                     later["ttft_p50_ms"] / base["ttft_p50_ms"], later["ttft_p99_ms"] / base["ttft_p99_ms"],
                     later["output_tokens_per_s"] / base["output_tokens_per_s"]))
         lines.append("")
