@@ -8,16 +8,27 @@ W requests in flight, then turn t + 1 (a conversation's next turn comes after th
 with many users).
 Per policy it reads vLLM's own counters on every replica (vllm:prefix_cache_queries_total / _hits_total, in
 tokens; through each host's edge with the API key) before turn 1 and after every turn, and measures every
-turn's time to first token (streamed). Printed side by side: the later turns' (2..T) hit rate, TTFT p50 / p99,
-requests/s and output tokens/s, and the same numbers for turn 1.
+turn's time to first token (streamed). Printed side by side, per regime: the later turns' (2..T) hit rate, the
+prefilled (missed) tokens, TTFT p50 / p99, requests/s, output tokens/s, the machine's load average, the requests
+each replica served and the turns that moved off their conversation's previous replica (from the balancer's
+served-by header, loadbalancer_served_by_header, switched on with the policy), and the same for turn 1.
+
+Regimes: --conversations takes a list (e.g. 16,32). With the same turns and a fixed per-replica KV cache, a few
+conversations fit in every replica's cache (round robin loses only the turns it missed on this replica), many
+exceed one replica's cache (round robin keeps every conversation on both replicas and LRU evicts what the next
+turn needs; prefix routing halves each replica's working set). The table prints the working set (the longest
+prompt + answer of every conversation) next to vLLM's KV cache per replica (vllm:cache_config_info).
 
 The policy is switched between runs the way a user would: playbooks/fleet.yml on the balancers with
--e loadbalancer_balance=<policy> (needs --inventory). Every run's nonces are new, so no run profits from the
-cache another one left behind.
+-e loadbalancer_balance=<policy> (needs --inventory); prefix:<n> also sets loadbalancer_prefix_balance_factor=n.
+Every run's nonces are new, so no run profits from the cache another one left behind.
 
-    tests/bench/prefix_routing.py --balancer http://172.17.0.4:8080 --replica http://172.17.0.2:8000 \
-        --replica http://172.17.0.3:8000 --api-key-env LLMFLEET_API_KEY --model tiny \
-        --inventory ~/.cache/molecule/router/fleet/inventory --policies roundrobin,prefix
+    tests/bench/prefix_routing.py --balancer http://172.17.0.6:8080 --replica http://172.17.0.3:8000 \
+        --replica http://172.17.0.5:8000 --api-key-env LLMFLEET_API_KEY --model tiny \
+        --inventory ~/.ansible/tmp/molecule.*.fleet/inventory --policies roundrobin,prefix:150,prefix:200 \
+        --conversations 16,32 --turns 6 --paste-words 160 --output tests/bench/results/prefix_routing-<date>.json
+
+(docs/ROUTING.md: the fleet deployed with -e llmfleet_max_model_len=2048, so that six turns of ~230 tokens fit.)
 """
 import argparse
 import concurrent.futures

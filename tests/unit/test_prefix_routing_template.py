@@ -12,7 +12,7 @@ import pytest
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "loadbalancer" / "templates"
 DEFAULTS = {"loadbalancer_prefix_key_header": "X-Llmfleet-Prefix", "loadbalancer_prefix_session_header": "X-Session-Id",
-            "loadbalancer_prefix_prompt_bytes": 256, "loadbalancer_prefix_balance_factor": 150}
+            "loadbalancer_prefix_prompt_bytes": 256, "loadbalancer_prefix_balance_factor": 200}
 
 
 def render(**overrides):
@@ -24,7 +24,7 @@ def test_defaults_hash_the_conversation_key_with_bounded_load():
     text = render()
     assert "    balance hdr(X-Llmfleet-Prefix)\n" in text
     assert "    hash-type consistent sdbm avalanche\n" in text
-    assert "    hash-balance-factor 150\n" in text
+    assert "    hash-balance-factor 200\n" in text
     assert "    http-request del-header X-Llmfleet-Prefix\n" in text
     assert "req.hdr(X-Session-Id),xxh64" in text
     assert "json_query('$.prompt'),bytes(0,256)" in text
