@@ -293,14 +293,14 @@ def table(results, args):
         ("  prompt tokens per replica", lambda r: "/".join(str(x) for x in r["later_turns"]["queries_per_replica"])),
         ("  prefilled (missed) tokens", lambda r: r["later_turns"]["queried_tokens"] - r["later_turns"]["hit_tokens"]),
         ("  requests per replica", lambda r: "/".join(str(x) for x in r["later_turns"]["requests_per_replica"].values())),
-        ("  turns moved / compared", lambda r: "%s / %s" % (r["later_turns"]["moved_turns"],
-                                                              r["later_turns"]["compared_turns"])),
+        ("  turns moved / compared", lambda r: "%s / %s" % (
+            r["later_turns"]["moved_turns"], r["later_turns"]["compared_turns"])),
         ("  TTFT p50 (ms)", lambda r: r["later_turns"]["ttft_p50_ms"]),
         ("  TTFT p99 (ms)", lambda r: r["later_turns"]["ttft_p99_ms"]),
         ("  requests/s", lambda r: r["later_turns"]["requests_per_s"]),
         ("  output tokens/s", lambda r: r["later_turns"]["output_tokens_per_s"]),
-        ("  load average (1 min)", lambda r: "%s (max %s)" % (r["later_turns"]["load_average_1m"],
-                                                               r["later_turns"]["load_average_1m_max"])),
+        ("  load average (1 min)", lambda r: "%s (max %s)" % (
+            r["later_turns"]["load_average_1m"], r["later_turns"]["load_average_1m_max"])),
         ("  failed / sent", lambda r: "%d / %d" % (r["later_turns"]["failed"], r["later_turns"]["requests"])),
         ("  hit rate turn by turn", lambda r: " ".join("%.0f" % (100 * x) if x is not None else "-"
                                                        for x in r["per_turn_hit_rate"])),
@@ -326,12 +326,12 @@ def table(results, args):
             if base["hit_rate"] and later["hit_rate"] is not None:
                 missed = later["queried_tokens"] - later["hit_tokens"]
                 base_missed = base["queried_tokens"] - base["hit_tokens"]
-                lines.append("later turns, %s vs %s: hit rate x%.2f, prefilled tokens x%.2f, TTFT p50 x%.2f, p99 x%.2f, "
-                             "output tokens/s x%.2f" % (
-                    other["policy"], group[0]["policy"], later["hit_rate"] / base["hit_rate"],
-                    missed / base_missed if base_missed else float("nan"),
-                    later["ttft_p50_ms"] / base["ttft_p50_ms"], later["ttft_p99_ms"] / base["ttft_p99_ms"],
-                    later["output_tokens_per_s"] / base["output_tokens_per_s"]))
+                ratios = (other["policy"], group[0]["policy"], later["hit_rate"] / base["hit_rate"],
+                          missed / base_missed if base_missed else float("nan"),
+                          later["ttft_p50_ms"] / base["ttft_p50_ms"], later["ttft_p99_ms"] / base["ttft_p99_ms"],
+                          later["output_tokens_per_s"] / base["output_tokens_per_s"])
+                lines.append("later turns, %s vs %s: hit rate x%.2f, prefilled tokens x%.2f, TTFT p50 x%.2f, "
+                             "p99 x%.2f, output tokens/s x%.2f" % ratios)
         lines.append("")
     return "\n".join(lines)
 
