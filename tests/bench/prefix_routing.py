@@ -8,16 +8,27 @@ W requests in flight, then turn t + 1 (a conversation's next turn comes after th
 with many users).
 Per policy it reads vLLM's own counters on every replica (vllm:prefix_cache_queries_total / _hits_total, in
 tokens; through each host's edge with the API key) before turn 1 and after every turn, and measures every
-turn's time to first token (streamed). Printed side by side: the later turns' (2..T) hit rate, TTFT p50 / p99,
-requests/s and output tokens/s, and the same numbers for turn 1.
+turn's time to first token (streamed). Printed side by side, per regime: the later turns' (2..T) hit rate, the
+prefilled (missed) tokens, TTFT p50 / p99, requests/s, output tokens/s, the machine's load average, the requests
+each replica served and the turns that moved off their conversation's previous replica (from the balancer's
+served-by header, loadbalancer_served_by_header, switched on with the policy), and the same for turn 1.
+
+Regimes: --conversations takes a list (e.g. 16,32). With the same turns and a fixed per-replica KV cache, a few
+conversations fit in every replica's cache (round robin loses only the turns it missed on this replica), many
+exceed one replica's cache (round robin keeps every conversation on both replicas and LRU evicts what the next
+turn needs; prefix routing halves each replica's working set). The table prints the working set (the longest
+prompt + answer of every conversation) next to vLLM's KV cache per replica (vllm:cache_config_info).
 
 The policy is switched between runs the way a user would: playbooks/fleet.yml on the balancers with
--e loadbalancer_balance=<policy> (needs --inventory). Every run's nonces are new, so no run profits from the
-cache another one left behind.
+-e loadbalancer_balance=<policy> (needs --inventory); prefix:<n> also sets loadbalancer_prefix_balance_factor=n.
+Every run's nonces are new, so no run profits from the cache another one left behind.
 
-    tests/bench/prefix_routing.py --balancer http://172.17.0.4:8080 --replica http://172.17.0.2:8000 \
-        --replica http://172.17.0.3:8000 --api-key-env LLMFLEET_API_KEY --model tiny \
-        --inventory ~/.cache/molecule/router/fleet/inventory --policies roundrobin,prefix
+    tests/bench/prefix_routing.py --balancer http://172.17.0.6:8080 --replica http://172.17.0.3:8000 \
+        --replica http://172.17.0.5:8000 --api-key-env LLMFLEET_API_KEY --model tiny \
+        --inventory ~/.ansible/tmp/molecule.*.fleet/inventory --policies roundrobin,prefix:150,prefix:200 \
+        --conversations 16,32 --turns 6 --paste-words 160 --output tests/bench/results/prefix_routing-<date>.json
+
+(docs/ROUTING.md: the fleet deployed with -e llmfleet_max_model_len=2048, so that six turns of ~230 tokens fit.)
 """
 import argparse
 import concurrent.futures
@@ -36,6 +47,9 @@ COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 WORDS = ("cache", "replica", "balancer", "token", "prefix", "engine", "batch", "rollout", "model", "latency",
          "request", "stream", "kernel", "memory", "block", "queue", "decode", "prefill", "tensor", "weight")
 # A short shared system prompt: with a long one, every policy hits on it and the comparison is about the rest.
+# The response header the balancer names the answering replica in (loadbalancer_served_by_header, switched on for
+# the runs): it counts the turns that moved off their conversation's replica and the load split.
+SERVED_BY = "X-Llmfleet-Served-By"
 SYSTEM = "You are a concise assistant for an inference platform team. Answer in one short paragraph."
 
 
@@ -82,8 +96,10 @@ def snapshot(replicas, key):
     return [parse_counters(http_get(url.rstrip("/") + "/metrics", key)) for url in replicas]
 
 
-def chat_stream(base, key, model, messages, max_tokens, timeout):
-    """One streamed chat completion: (ttft seconds, total seconds, text, completion tokens)."""
+def chat_stream(base, key, model, messages, max_tokens, timeout, served_by_header=SERVED_BY):
+    """One streamed chat completion: (ttft seconds, total seconds, text, completion tokens, prompt tokens, replica).
+
+    The replica is the balancer's served-by response header (loadbalancer_served_by_header), None without it."""
     body = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
     request = urllib.request.Request(base.rstrip("/") + "/v1/chat/completions", data=json.dumps(body).encode(),
@@ -92,7 +108,9 @@ def chat_stream(base, key, model, messages, max_tokens, timeout):
     ttft = None
     parts = []
     tokens = 0
+    prompt_tokens = 0
     with urllib.request.urlopen(request, timeout=timeout) as response:
+        replica = response.headers.get(served_by_header) if served_by_header else None
         for raw in response:
             line = raw.decode("utf-8", "replace").strip()
             if not line.startswith("data:"):
@@ -109,7 +127,9 @@ def chat_stream(base, key, model, messages, max_tokens, timeout):
                     parts.append(text)
             if chunk.get("usage"):
                 tokens = chunk["usage"].get("completion_tokens", tokens)
-    return ttft if ttft is not None else time.monotonic() - started, time.monotonic() - started, "".join(parts), tokens
+                prompt_tokens = chunk["usage"].get("prompt_tokens", prompt_tokens)
+    return (ttft if ttft is not None else time.monotonic() - started, time.monotonic() - started, "".join(parts), tokens,
+            prompt_tokens, replica)
 
 
 def conversation_turns(nonce, index, turns, rng, paste_words=0):
@@ -129,37 +149,63 @@ def conversation_turns(nonce, index, turns, rng, paste_words=0):
 
 
 class Workload:
-    def __init__(self, args, run_id):
+    def __init__(self, args, conversations):
         # The same conversations in every run (--seed), but a new nonce: nothing another run cached matches.
         rng = random.Random(args.seed)
         nonce = "%08x" % random.getrandbits(32)
         self.args = args
-        self.users = [conversation_turns(nonce, i, args.turns, rng, args.paste_words) for i in range(args.conversations)]
-        self.history = [[{"role": "system", "content": SYSTEM}] for _unused in range(args.conversations)]
-        self.results = []  # (turn, ttft, total, tokens, ok)
+        self.users = [conversation_turns(nonce, i, args.turns, rng, args.paste_words) for i in range(conversations)]
+        self.history = [[{"role": "system", "content": SYSTEM}] for _unused in range(conversations)]
+        self.results = []  # one dict per request: turn, conversation, ttft, total, tokens, prompt_tokens, replica, ok
 
     def turn(self, conv, number):
         history = self.history[conv]
         history.append({"role": "user", "content": self.users[conv][number - 1]})
+        row = {"turn": number, "conversation": conv, "ttft": None, "total": None, "tokens": 0, "prompt_tokens": 0,
+               "replica": None, "ok": False}
         try:
-            ttft, total, text, tokens = chat_stream(self.args.balancer, self.args.api_key, self.args.model, history,
-                                                    self.args.max_tokens, self.args.timeout)
+            row["ttft"], row["total"], text, row["tokens"], row["prompt_tokens"], row["replica"] = chat_stream(
+                self.args.balancer, self.args.api_key, self.args.model, history, self.args.max_tokens,
+                self.args.timeout)
             history.append({"role": "assistant", "content": text})
-            self.results.append((number, ttft, total, tokens, True))
+            row["ok"] = True
         except Exception as exc:  # a failed turn counts, and ends its conversation
-            self.results.append((number, None, None, 0, False))
             print("  conversation %d turn %d failed: %s" % (conv, number, exc), file=sys.stderr)
             raise
+        finally:
+            self.results.append(row)
 
 
-def run_policy(args, policy):
+def moves(rows):
+    """Turns (2 and later) served by another replica than the conversation's previous turn: (moved, compared)."""
+    where = {(r["conversation"], r["turn"]): r["replica"] for r in rows if r["ok"]}
+    pairs = [(where[(c, t - 1)], replica) for (c, t), replica in where.items()
+             if t > 1 and (c, t - 1) in where and replica is not None and where[(c, t - 1)] is not None]
+    return sum(1 for a, b in pairs if a != b), len(pairs)
+
+
+def cache_tokens(text):
+    """A replica's KV cache in tokens (num_gpu_blocks x block_size of vllm:cache_config_info), None when not exported."""
+    for line in text.splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            try:
+                return int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+            except (KeyError, ValueError):
+                return None
+    return None
+
+
+def run_policy(args, policy, conversations=None):
     """Turn by turn: every conversation's turn t (W at a time), then vLLM's counters; then turn t + 1."""
+    conversations = conversations or args.conversations
     run_id = "%s-%x" % (policy, random.getrandbits(32))
-    load = Workload(args, run_id)
+    load = Workload(args, conversations)
     snaps = [snapshot(args.replica, args.api_key)]
     seconds = {}
+    loadavg = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.workers) as pool:
-        order = list(range(args.conversations))
+        order = list(range(conversations))
         for number in range(1, args.turns + 1):
             # A new order every turn: in a fixed order, round robin would hand each conversation the same replica
             # turn after turn (an even number of requests per turn), i.e. be sticky by accident.
@@ -167,24 +213,40 @@ def run_policy(args, policy):
             started = time.monotonic()
             list(pool.map(lambda c: _safe(load.turn, c, number), order))
             seconds[number] = time.monotonic() - started
+            loadavg[number] = os.getloadavg()[0]
             snaps.append(snapshot(args.replica, args.api_key))
 
     def phase(turns):
         before, after = snaps[min(turns) - 1], snaps[max(turns)]
-        rows = [r for r in load.results if r[0] in turns]
-        ok = [r for r in rows if r[4]]
-        ttfts = [r[1] for r in ok]
+        rows = [r for r in load.results if r["turn"] in turns]
+        ok = [r for r in rows if r["ok"]]
+        ttfts = [r["ttft"] for r in ok]
         elapsed = sum(seconds[t] for t in turns)
         rate, queries, hits = hit_rate(sum_snapshots(before), sum_snapshots(after))
         per_replica = [hit_rate(b, a)[0] for b, a in zip(before, after)]
+        served = {}
+        for row in ok:
+            served[row["replica"] or "?"] = served.get(row["replica"] or "?", 0) + 1
+        moved, compared = moves([r for r in load.results if r["turn"] in turns or r["turn"] + 1 in turns])
         return {"requests": len(rows), "failed": len(rows) - len(ok), "seconds": round(elapsed, 1),
                 "hit_rate": None if rate is None else round(rate, 3), "queried_tokens": queries, "hit_tokens": hits,
                 "hit_rate_per_replica": [None if r is None else round(r, 3) for r in per_replica],
                 "queries_per_replica": [int(a[COUNTERS[0]] - b[COUNTERS[0]]) for b, a in zip(before, after)],
+                "requests_per_replica": dict(sorted(served.items())),
+                "moved_turns": moved if min(turns) > 1 else None, "compared_turns": compared if min(turns) > 1 else None,
                 "ttft_p50_ms": _ms(percentile(ttfts, 0.5)), "ttft_p99_ms": _ms(percentile(ttfts, 0.99)),
                 "requests_per_s": round(len(ok) / elapsed, 2) if elapsed else None,
-                "output_tokens_per_s": round(sum(r[3] for r in ok) / elapsed, 1) if elapsed else None}
-    return {"policy": policy, "run_id": run_id, "turn_1": phase([1]),
+                "output_tokens_per_s": round(sum(r["tokens"] for r in ok) / elapsed, 1) if elapsed else None,
+                "load_average_1m": round(sum(loadavg[t] for t in turns) / len(turns), 2),
+                "load_average_1m_max": round(max(loadavg[t] for t in turns), 2)}
+    last = {}
+    for row in load.results:
+        if row["ok"]:
+            last[row["conversation"]] = max(last.get(row["conversation"], 0), row["prompt_tokens"] + row["tokens"])
+    caches = [cache_tokens(http_get(url.rstrip("/") + "/metrics", args.api_key)) for url in args.replica]
+    return {"policy": policy, "conversations": conversations, "run_id": run_id,
+            "working_set_tokens": sum(last.values()), "longest_conversation_tokens": max(last.values() or [0]),
+            "kv_cache_tokens_per_replica": caches, "turn_1": phase([1]),
             "later_turns": phase(list(range(2, args.turns + 1))),
             "per_turn_hit_rate": [phase([t])["hit_rate"] for t in range(1, args.turns + 1)]}
 
@@ -200,13 +262,22 @@ def _ms(value):
     return None if value is None else round(value * 1000, 1)
 
 
+def policy_vars(policy, served_by=SERVED_BY):
+    """The -e variables of a policy name: roundrobin, prefix, or prefix:<loadbalancer_prefix_balance_factor>."""
+    name, _sep, factor = policy.partition(":")
+    extra = ["-e", "loadbalancer_balance=" + name, "-e", "loadbalancer_served_by_header=" + served_by]
+    if factor:
+        extra += ["-e", "loadbalancer_prefix_balance_factor=%d" % int(factor)]
+    return extra
+
+
 def switch_policy(args, policy):
     """Reconfigure the balancers with loadbalancer_balance=<policy> (playbooks/fleet.yml, as a user would)."""
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"), ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
                ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3")
     # Every host of the fleet: the monitoring play needs the serving hosts' facts (their addresses).
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", args.inventory,
-            str(ROOT / "playbooks" / "fleet.yml"), "-e", "loadbalancer_balance=" + policy]
+            str(ROOT / "playbooks" / "fleet.yml")] + policy_vars(policy)
     started = time.monotonic()
     result = subprocess.run(argv, cwd=str(ROOT), env=env, capture_output=True, check=False, text=True)
     if result.returncode != 0:
@@ -220,10 +291,16 @@ def table(results, args):
         ("  prefix-cache hit rate", lambda r: _pct(r["later_turns"]["hit_rate"])),
         ("  hit rate per replica", lambda r: "/".join(_pct(x) for x in r["later_turns"]["hit_rate_per_replica"])),
         ("  prompt tokens per replica", lambda r: "/".join(str(x) for x in r["later_turns"]["queries_per_replica"])),
+        ("  prefilled (missed) tokens", lambda r: r["later_turns"]["queried_tokens"] - r["later_turns"]["hit_tokens"]),
+        ("  requests per replica", lambda r: "/".join(str(x) for x in r["later_turns"]["requests_per_replica"].values())),
+        ("  turns moved / compared", lambda r: "%s / %s" % (
+            r["later_turns"]["moved_turns"], r["later_turns"]["compared_turns"])),
         ("  TTFT p50 (ms)", lambda r: r["later_turns"]["ttft_p50_ms"]),
         ("  TTFT p99 (ms)", lambda r: r["later_turns"]["ttft_p99_ms"]),
         ("  requests/s", lambda r: r["later_turns"]["requests_per_s"]),
         ("  output tokens/s", lambda r: r["later_turns"]["output_tokens_per_s"]),
+        ("  load average (1 min)", lambda r: "%s (max %s)" % (
+            r["later_turns"]["load_average_1m"], r["later_turns"]["load_average_1m_max"])),
         ("  failed / sent", lambda r: "%d / %d" % (r["later_turns"]["failed"], r["later_turns"]["requests"])),
         ("  hit rate turn by turn", lambda r: " ".join("%.0f" % (100 * x) if x is not None else "-"
                                                        for x in r["per_turn_hit_rate"])),
@@ -232,11 +309,30 @@ def table(results, args):
         ("  TTFT p50 (ms)", lambda r: r["turn_1"]["ttft_p50_ms"]),
         ("  TTFT p99 (ms)", lambda r: r["turn_1"]["ttft_p99_ms"]),
         ("  failed / sent", lambda r: "%d / %d" % (r["turn_1"]["failed"], r["turn_1"]["requests"])),
+        ("working set (tokens)", lambda r: r["working_set_tokens"]),
+        ("KV cache per replica (tokens)", lambda r: "/".join(str(x) for x in r["kv_cache_tokens_per_replica"])),
     ]
-    width = 28
-    lines = ["%-*s" % (width, "") + "".join("%16s" % r["policy"] for r in results)]
-    for label, value in rows:
-        lines.append(label if value is None else "%-*s" % (width, label) + "".join("%16s" % (value(r),) for r in results))
+    width = 30
+    lines = []
+    for conversations in sorted({r["conversations"] for r in results}):
+        group = [r for r in results if r["conversations"] == conversations]
+        lines.append("%d conversations x %d turns" % (conversations, args.turns))
+        lines.append("%-*s" % (width, "") + "".join("%20s" % r["policy"] for r in group))
+        for label, value in rows:
+            lines.append(label if value is None else "%-*s" % (width, label) + "".join("%20s" % (value(r),) for r in group))
+        base = group[0]["later_turns"]
+        for other in group[1:]:
+            later = other["later_turns"]
+            if base["hit_rate"] and later["hit_rate"] is not None:
+                missed = later["queried_tokens"] - later["hit_tokens"]
+                base_missed = base["queried_tokens"] - base["hit_tokens"]
+                ratios = (other["policy"], group[0]["policy"], later["hit_rate"] / base["hit_rate"],
+                          missed / base_missed if base_missed else float("nan"),
+                          later["ttft_p50_ms"] / base["ttft_p50_ms"], later["ttft_p99_ms"] / base["ttft_p99_ms"],
+                          later["output_tokens_per_s"] / base["output_tokens_per_s"])
+                lines.append("later turns, %s vs %s: hit rate x%.2f, prefilled tokens x%.2f, TTFT p50 x%.2f, "
+                             "p99 x%.2f, output tokens/s x%.2f" % ratios)
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -250,10 +346,13 @@ def main(argv=None):
     parser.add_argument("--replica", action="append", required=True, help="a replica's URL for /metrics (its edge)")
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--api-key-env", default="LLMFLEET_API_KEY")
-    parser.add_argument("--policies", default="roundrobin,prefix", help="comma-separated loadbalancer_balance values")
+    parser.add_argument("--policies", default="roundrobin,prefix",
+                        help="comma-separated loadbalancer_balance values; prefix:<factor> also sets "
+                             "loadbalancer_prefix_balance_factor")
     parser.add_argument("--inventory", help="inventory to switch the policy with (playbooks/fleet.yml); none: measure as is")
     parser.add_argument("--current", default="", help="the policy the balancer runs now (not switched to again)")
-    parser.add_argument("--conversations", type=int, default=32)
+    parser.add_argument("--conversations", default="32",
+                        help="conversations per run; a comma-separated list runs each count (regime) with every policy")
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--workers", type=int, default=4, help="conversations in flight at once")
     parser.add_argument("--max-tokens", type=int, default=24, help="tokens per answer (ignore_eos: exactly this many)")
@@ -263,25 +362,21 @@ def main(argv=None):
     parser.add_argument("--output", default=str(ROOT / ".cache" / "prefix_routing.json"))
     args = parser.parse_args(argv)
     args.api_key = os.environ.get(args.api_key_env, "")
+    counts = [int(n) for n in str(args.conversations).split(",")]
     results = []
+    report = {"turns": args.turns, "workers": args.workers, "paste_words": args.paste_words,
+              "max_tokens": args.max_tokens, "replicas": len(args.replica), "results": results}
     for policy in args.policies.split(","):
         if args.inventory and policy != args.current:
             switch_policy(args, policy)
         args.current = policy
-        print("running %d conversations x %d turns with %s ..." % (args.conversations, args.turns, policy), flush=True)
-        results.append(run_policy(args, policy))
-        print(json.dumps(results[-1]), flush=True)
-    report = {"conversations": args.conversations, "turns": args.turns, "workers": args.workers, "paste_words": args.paste_words,
-              "max_tokens": args.max_tokens, "replicas": len(args.replica), "results": results}
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(report, indent=2))
+        for conversations in counts:
+            print("running %d conversations x %d turns with %s ..." % (conversations, args.turns, policy), flush=True)
+            results.append(run_policy(args, policy, conversations))
+            print(json.dumps(results[-1]), flush=True)
+            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.output).write_text(json.dumps(report, indent=2))
     print(table(results, args))
-    if len(results) >= 2 and all(r["later_turns"]["hit_rate"] for r in results[:2]):
-        base, other = results[0]["later_turns"], results[1]["later_turns"]
-        print("later turns, %s vs %s: hit rate x%.2f, TTFT p50 x%.2f, p99 x%.2f, output tokens/s x%.2f" % (
-            results[1]["policy"], results[0]["policy"], other["hit_rate"] / base["hit_rate"],
-            other["ttft_p50_ms"] / base["ttft_p50_ms"], other["ttft_p99_ms"] / base["ttft_p99_ms"],
-            other["output_tokens_per_s"] / base["output_tokens_per_s"]))
     failed = sum(r[p]["failed"] for r in results for p in ("turn_1", "later_turns"))
     return 1 if failed else 0
 

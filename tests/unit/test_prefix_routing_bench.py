@@ -58,3 +58,26 @@ def test_pasted_context_lengthens_every_user_turn():
     plain = pr.conversation_turns("0000abcd", 0, 3, random.Random(2))
     pasted = pr.conversation_turns("0000abcd", 0, 3, random.Random(2), paste_words=40)
     assert all(" Context: " in t and len(t) > len(p) for t, p in zip(pasted, plain))
+
+
+def test_moves_count_turns_served_by_another_replica_than_the_previous_turn():
+    rows = [{"conversation": 0, "turn": 1, "replica": "a", "ok": True},
+            {"conversation": 0, "turn": 2, "replica": "a", "ok": True},
+            {"conversation": 0, "turn": 3, "replica": "b", "ok": True},
+            {"conversation": 1, "turn": 1, "replica": "b", "ok": True},
+            {"conversation": 1, "turn": 2, "replica": "a", "ok": False},  # failed: not compared
+            {"conversation": 2, "turn": 2, "replica": None, "ok": True}]  # no header: not compared
+    assert pr.moves(rows) == (1, 2)
+
+
+def test_kv_cache_tokens_from_vllm_cache_config_info():
+    text = ('vllm:cache_config_info{block_size="128",cache_dtype="auto",engine="0",num_gpu_blocks="256"} 1.0\n'
+            + METRICS)
+    assert pr.cache_tokens(text) == 32768
+    assert pr.cache_tokens(METRICS) is None
+
+
+def test_policy_names_become_playbook_variables():
+    assert pr.policy_vars("roundrobin") == ["-e", "loadbalancer_balance=roundrobin",
+                                            "-e", "loadbalancer_served_by_header=X-Llmfleet-Served-By"]
+    assert pr.policy_vars("prefix:200")[-2:] == ["-e", "loadbalancer_prefix_balance_factor=200"]

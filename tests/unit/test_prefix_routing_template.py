@@ -12,7 +12,7 @@ import pytest
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "loadbalancer" / "templates"
 DEFAULTS = {"loadbalancer_prefix_key_header": "X-Llmfleet-Prefix", "loadbalancer_prefix_session_header": "X-Session-Id",
-            "loadbalancer_prefix_prompt_bytes": 256, "loadbalancer_prefix_balance_factor": 150}
+            "loadbalancer_prefix_prompt_bytes": 256, "loadbalancer_prefix_balance_factor": 200}
 
 
 def render(**overrides):
@@ -24,7 +24,7 @@ def test_defaults_hash_the_conversation_key_with_bounded_load():
     text = render()
     assert "    balance hdr(X-Llmfleet-Prefix)\n" in text
     assert "    hash-type consistent sdbm avalanche\n" in text
-    assert "    hash-balance-factor 150\n" in text
+    assert "    hash-balance-factor 200\n" in text
     assert "    http-request del-header X-Llmfleet-Prefix\n" in text
     assert "req.hdr(X-Session-Id),xxh64" in text
     assert "json_query('$.prompt'),bytes(0,256)" in text
@@ -44,5 +44,29 @@ def test_haproxy_accepts_the_backend(tmp_path):
     config.write_text("defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n"
                       "frontend fe\n    bind 127.0.0.1:18080\n    default_backend be\nbackend be\n" + render()
                       + "    server a 127.0.0.1:1\n    server b 127.0.0.1:2\n")
+    result = subprocess.run(["haproxy", "-c", "-f", str(config)], capture_output=True, check=False, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def served_by_lines(header):
+    """haproxy.cfg.j2's served-by block, rendered alone (the rest of that template needs Ansible's filters)."""
+    text = (TEMPLATES / "haproxy.cfg.j2").read_text()
+    block = text[text.index("{% if loadbalancer_served_by_header"):]
+    block = block[:block.index("{% endif %}") + len("{% endif %}")] + "\n"
+    env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(block).render(loadbalancer_served_by_header=header)
+
+
+def test_served_by_header_is_off_by_default_and_names_the_server_when_set():
+    assert served_by_lines("").strip() == ""
+    assert "    http-response set-header X-Llmfleet-Served-By %[srv_name]\n" in served_by_lines("X-Llmfleet-Served-By")
+
+
+@pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy not installed")
+def test_haproxy_accepts_the_served_by_header(tmp_path):
+    config = tmp_path / "haproxy.cfg"
+    config.write_text("defaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n"
+                      "frontend fe\n    bind 127.0.0.1:18080\n    default_backend be\nbackend be\n" + render()
+                      + served_by_lines("X-Llmfleet-Served-By") + "    server a 127.0.0.1:1\n    server b 127.0.0.1:2\n")
     result = subprocess.run(["haproxy", "-c", "-f", str(config)], capture_output=True, check=False, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
