@@ -56,7 +56,10 @@ log-path = "$state/olah-logs"
 [accessibility]
 offline = true
 TOML
-  (cd "$state" && nohup setsid "$bindir/olah-cli" -c "$state/olah.toml" > "$state/olah.log" 2>&1 & echo $! > "$state/olah.pid")
+  # The subshell becomes olah (exec) and holds no descriptor of ours: a caller that reads this script's output to
+  # its end (subprocess with a pipe) is not kept waiting by a subshell that outlives the script.
+  (cd "$state" && exec nohup setsid "$bindir/olah-cli" -c "$state/olah.toml") > "$state/olah.log" 2>&1 < /dev/null &
+  echo $! > "$state/olah.pid"
 fi
 if ! answers "http://127.0.0.1:$ms_port/api/v1/repos/internalAccelerationInfo"; then
   nohup setsid "$py" "$top/tests/testbed/modelscope_server.py" --root "$state/root" --host 0.0.0.0 --port "$ms_port" \
