@@ -25,20 +25,13 @@ import time
 
 import ansible_runner
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration"))
+from reliability_common import load_env, remove_host, start_host  # noqa: E402  (the reliability tests' test hosts)
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOST = "ops-bench-engine-cache"
 CACHE_DIR = "/var/cache/llmfleet/engine"
 GOAL = 0.5
-
-
-def load_env(path):
-    env = {}
-    with open(path) as fh:
-        for line in fh:
-            if "=" in line and not line.startswith("#"):
-                key, value = line.rstrip("\n").split("=", 1)
-                env[key] = value
-    return env
 
 
 def sh(*argv, check=True):
@@ -47,21 +40,6 @@ def sh(*argv, check=True):
     if check and r.returncode != 0:
         raise RuntimeError("%s: rc=%d %s" % (" ".join(argv), r.returncode, r.stderr[-2000:]))
     return r.stdout
-
-
-def start_host(image):
-    subprocess.run(["docker", "rm", "-f", HOST], capture_output=True, check=False)
-    subprocess.run(["docker", "run", "-d", "--name", HOST, "--hostname", HOST, "--cap-add", "SYS_ADMIN",
-                    "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined", "--security-opt",
-                    "apparmor=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-                    "-v", "/var/lib/docker", "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
-                    image, "/lib/systemd/systemd"], check=True, capture_output=True)
-    for _unused in range(60):
-        state = subprocess.run(["docker", "exec", HOST, "systemctl", "is-system-running"],
-                               capture_output=True, check=False, text=True).stdout.strip()
-        if state in ("running", "degraded"):
-            return
-        time.sleep(1)
 
 
 def parse_ts(text):
@@ -202,7 +180,7 @@ def main():
                 "ANSIBLE_COLLECTIONS_PATH": os.path.join(TOP, "collections"),
                 "ANSIBLE_CONFIG": os.path.join(TOP, "ansible.cfg"),
                 "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")})
-    start_host(env["MOLECULE_HOST_IMAGE"])
+    start_host(HOST, env["MOLECULE_HOST_IMAGE"])
     data = tempfile.mkdtemp(prefix="ops-cache-run-")
     try:
         t0 = time.monotonic()
@@ -214,7 +192,7 @@ def main():
         return measure(round(time.monotonic() - t0, 1), args)
     finally:
         if not args.keep:
-            subprocess.run(["docker", "rm", "-f", "-v", HOST], capture_output=True, check=False)
+            remove_host(HOST)
         shutil.rmtree(inventory, ignore_errors=True)
         shutil.rmtree(key_dir, ignore_errors=True)
 

@@ -31,22 +31,12 @@ import time
 import ansible_runner
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration"))
-from reliability_common import remove_host, start_host  # noqa: E402  (the test hosts of the reliability tests)
+from reliability_common import load_env, remove_host, start_host  # noqa: E402  (the reliability tests' test hosts)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The serve task that starts (or restarts) each replica; systemd returns once /health answers (the older name second).
 HEALTH_TASKS = ("Enable each replica and start it, or restart it where its configuration is not what it runs",
                 "Enable and start each replica (systemd waits until /health answers)")
-
-
-def load_env(path):
-    env = {}
-    with open(path) as fh:
-        for line in fh:
-            if "=" in line and not line.startswith("#"):
-                key, value = line.rstrip("\n").split("=", 1)
-                env[key] = value
-    return env
 
 
 def loadavg():
