@@ -84,6 +84,11 @@ options:
     description: Require tokenizer files in O(model_dir) (off when C(--tokenizer) points elsewhere).
     type: bool
     default: true
+  units:
+    description: Other systemd units whose state to report (RV(units)), for example the edge's and the watchdog's.
+    type: list
+    elements: str
+    default: []
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -118,7 +123,9 @@ replicas:
   contains:
     name: {description: Replica name., type: str}
     port: {description: Desired port., type: int}
-    unit: {description: "LoadState, ActiveState, SubState, NeedDaemonReload of its unit ({} without systemd).", type: dict}
+    unit:
+      description: "LoadState, ActiveState, SubState, UnitFileState, NeedDaemonReload of its unit ({} without systemd)."
+      type: dict
     container: {description: "exists, running, created (epoch), ports (published host ports).", type: dict}
     config_mtime: {description: Newest modification time of its files and the unit template (null when none)., type: float}
     action: {description: "C(restarted) when it must be restarted now, else C(started).", type: str}
@@ -130,6 +137,11 @@ replicas:
       type: str
     container_port: {description: The container's host port (port + port_offset)., type: int}
     ports: {description: "Each port checked: port, address, role (container or edge), holder.", type: list, elements: dict}
+units:
+  description: For each unit of O(units), the same properties as RV(replicas[].unit) ({} without systemd).
+  returned: always
+  type: dict
+  sample: {llmfleet-edge.service: {ActiveState: active, SubState: running, UnitFileState: enabled}}
 restart:
   description: Names of the replicas whose action is C(restarted).
   returned: always
@@ -220,6 +232,16 @@ def _list_dir(path):
     return names
 
 
+UNIT_PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload"
+
+
+def _unit_show(module, systemctl, unit):
+    if not systemctl:
+        return {}
+    rc, out, _err = module.run_command([systemctl, "show", unit, "--property=" + UNIT_PROPERTIES])
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -237,6 +259,7 @@ def main():
             edge_config=dict(type="path", default="/etc/llmfleet/edge.cfg"),
             model_dir=dict(type="path"),
             check_tokenizer=dict(type="bool", default=True),
+            units=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -282,12 +305,7 @@ def main():
             port = int(replica.get("port"))
         except (TypeError, ValueError):
             module.fail_json(msg="replica %s has no valid port: %r" % (name, replica.get("port")))
-        unit = {}
-        if systemctl:
-            rc, out, err = module.run_command([systemctl, "show", p["unit_prefix"] + name + ".service",
-                                               "--property=LoadState,ActiveState,SubState,NeedDaemonReload"])
-            if rc == 0:
-                unit = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        unit = _unit_show(module, systemctl, p["unit_prefix"] + name + ".service")
         container = containers.get(p["container_prefix"] + name, {"exists": False, "running": False,
                                                                   "created": None, "ports": []})
         times = [t for t in [_mtime(os.path.join(p["config_dir"], "vllm-%s.%s" % (name, ext)))
@@ -327,7 +345,8 @@ def main():
             model_problems = model_dir_problems(names, index, where="the model directory %s" % p["model_dir"],
                                                 check_tokenizer=p["check_tokenizer"])
 
-    module.exit_json(changed=False, replicas=result_replicas, restart=restart,
+    units = dict((unit, _unit_show(module, systemctl, unit)) for unit in p["units"])
+    module.exit_json(changed=False, replicas=result_replicas, restart=restart, units=units,
                      listening_ports=sorted(set(port for _unused, port, _unused in listening)),
                      model_problems=model_problems)
 
