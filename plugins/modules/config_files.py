@@ -34,7 +34,7 @@ options:
       path: {description: The directory., type: path, required: true}
       owner: {description: Its owner., type: str, default: root}
       group: {description: Its group., type: str, default: root}
-      mode: {description: Its mode, an octal string such as C("0755")., type: raw, default: "0755"}
+      mode: {description: 'Its mode, an octal string such as C("0755").', type: raw, default: "0755"}
   files:
     description: Files to write; each one's directory must exist or be in O(directories).
     type: list
@@ -45,7 +45,7 @@ options:
       content: {description: Its whole content (text)., type: str, required: true}
       owner: {description: Its owner., type: str, default: root}
       group: {description: Its group., type: str, default: root}
-      mode: {description: Its mode, an octal string such as C("0644")., type: raw, default: "0644"}
+      mode: {description: 'Its mode, an octal string such as C("0644").', type: raw, default: "0644"}
       validate:
         description:
           - A command run on the new content before it replaces the file, C(%s) standing for the temporary file's
