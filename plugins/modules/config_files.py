@@ -54,6 +54,7 @@ options:
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - llmfleet.vllm.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
 attributes:
@@ -63,11 +64,6 @@ attributes:
   diff_mode:
     support: full
     details: One diff per file whose content changes.
-  platform:
-    platforms: posix
-  action_group:
-    support: full
-    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""

@@ -112,6 +112,7 @@ options:
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - llmfleet.vllm.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
   - ansible.builtin.action_common_attributes.flow
@@ -119,10 +120,6 @@ attributes:
   check_mode:
     support: full
     details: Reports what would be fetched and how big it is (RV(files_to_fetch), RV(bytes_to_fetch)); changes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
   action:
     support: none
   async:
@@ -130,9 +127,6 @@ attributes:
     details: Run it with C(async) and C(poll=0), then follow it with M(llmfleet.vllm.model_fetch_wait).
   bypass_host_loop:
     support: none
-  action_group:
-    support: full
-    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""

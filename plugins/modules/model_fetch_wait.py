@@ -38,6 +38,7 @@ options:
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - llmfleet.vllm.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
   - ansible.builtin.action_common_attributes.flow
@@ -45,10 +46,6 @@ attributes:
   check_mode:
     support: full
     details: It only reads the job's status and progress.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
   action:
     support: full
     details: The whole module is an action plugin that runs on the controller and polls the host.
@@ -56,9 +53,6 @@ attributes:
     support: none
   bypass_host_loop:
     support: none
-  action_group:
-    support: full
-    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""

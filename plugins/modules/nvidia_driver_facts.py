@@ -59,19 +59,13 @@ options:
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - llmfleet.vllm.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
 attributes:
   check_mode:
     support: full
     details: It only reads.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-  action_group:
-    support: full
-    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""

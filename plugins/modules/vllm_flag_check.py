@@ -87,19 +87,13 @@ options:
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - llmfleet.vllm.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
 attributes:
   check_mode:
     support: full
     details: The help-text cache is not written in check mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-  action_group:
-    support: full
-    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""

@@ -124,6 +124,7 @@ options:
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - llmfleet.vllm.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
   - ansible.builtin.action_common_attributes.flow
@@ -131,8 +132,6 @@ attributes:
   check_mode:
     support: full
     details: It only plans.
-  diff_mode:
-    support: none
   platform:
     platforms: all
   action:
@@ -142,9 +141,6 @@ attributes:
     support: none
   bypass_host_loop:
     support: none
-  action_group:
-    support: full
-    membership: [llmfleet.vllm.vllm]
 """
 
 EXAMPLES = r"""
