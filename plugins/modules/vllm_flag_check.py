@@ -45,6 +45,17 @@ options:
     description: Where help texts and versions are cached, one file per image ID.
     type: path
     default: /var/cache/llmfleet/vllm-help
+  seed:
+    description:
+      - What another host read from the same image earlier (RV(image_facts) of that run, kept on the controller),
+        used when this host's cache has nothing for the image, so the image is not run again.
+      - Ignored when its C(image_id) is not this image's ID or its help text is not a C(vllm serve) help.
+      - JSON text (the controller's file as it is); not echoed in the task's result (it is large).
+    type: str
+  return_image_facts:
+    description: Return RV(image_facts) when the image was run to read them (to keep them for other hosts).
+    type: bool
+    default: false
   docker_bin:
     description: The docker CLI.
     type: str
@@ -129,9 +140,22 @@ help_cache:
   returned: always
   type: str
 from_cache:
-  description: Whether the help text came from the cache (no container was run for it).
+  description: Whether the help text came from a cache, this host's or O(seed) (no container was run for it).
   returned: always
   type: bool
+facts_source:
+  description: Where the help text came from, C(host) (this host's cache), C(seed) or C(image) (the image was run).
+  returned: always
+  type: str
+image_facts:
+  description: The help text, version and environment variable names read from the image, with its ID.
+  returned: with O(return_image_facts) when the image was run in one process to read them
+  type: dict
+  contains:
+    image_id: {description: The image ID., type: str}
+    help: {description: The C(vllm serve --help=all) text., type: str}
+    version: {description: The vLLM version., type: str}
+    envs: {description: The names vLLM reads from the environment., type: list, elements: str}
 problems:
   description: Unknown flags, each with C(flag), C(token), C(position), C(suggestion). Empty on success.
   returned: always
@@ -211,6 +235,9 @@ def main():
             model=dict(type="str"),
             vllm_version=dict(type="str"),
             cache_dir=dict(type="path", default="/var/cache/llmfleet/vllm-help"),
+            # no_log: not echoed back (150 KB of help text); it holds no secret.
+            seed=dict(type="str", no_log=True),
+            return_image_facts=dict(type="bool", default=False),
             docker_bin=dict(type="str", default="docker"),
             entrypoint=dict(type="str"),
             entrypoint_args=dict(type="list", elements="str", default=[]),
@@ -254,7 +281,25 @@ def main():
 
     help_text = _read(help_path)
     from_cache = help_text is not None and len(parse_help(help_text)) >= MIN_FLAGS
-    facts = {}
+    source = "host" if from_cache else "image"
+    facts, image_facts = {}, None
+    try:
+        seed = json.loads(p["seed"]) if p["seed"] else {}
+    except ValueError:
+        seed = {}
+    if not isinstance(seed, dict):
+        seed = {}
+    if not from_cache and seed.get("image_id") == image_id and not p["entrypoint"]:
+        candidate = seed.get("help") or ""
+        if len(parse_help(candidate)) >= MIN_FLAGS and not help_is_summary(candidate):
+            help_text, from_cache, source = candidate, True, "seed"
+            facts = dict((k, seed[k]) for k in ("version", "envs") if seed.get(k))
+            if not module.check_mode:
+                _write(help_path, help_text)
+                if facts.get("version"):
+                    _write(version_path, facts["version"] + "\n")
+                if facts.get("envs"):
+                    _write(envs_path, json.dumps(facts["envs"]) + "\n")
     if not from_cache and not p["entrypoint"]:
         rc, out, err = run_in_image("python3", ["-c", IMAGE_FACTS_SCRIPT, json.dumps(list(p["help_args"]))])
         facts = parse_image_facts(out) if rc == 0 else {}
@@ -265,6 +310,9 @@ def main():
         candidate = facts.get("help") or ""
         if len(parse_help(candidate)) >= MIN_FLAGS and not help_is_summary(candidate):
             help_text = candidate
+            if p["return_image_facts"]:
+                image_facts = dict(image_id=image_id, help=candidate, version=facts.get("version"),
+                                   envs=facts.get("envs"))
             if not module.check_mode:
                 _write(help_path, help_text)
                 if facts.get("version"):
@@ -306,7 +354,9 @@ def main():
 
     result = dict(changed=False, image_id=image_id, vllm_version=version, flags_known=len(flags),
                   flags_checked=len(list(argv_flags(p["args"]))), help_cache=help_path, from_cache=from_cache,
-                  problems=[], env_known=None)
+                  facts_source=source, problems=[], env_known=None)
+    if image_facts:
+        result["image_facts"] = image_facts
     problems = validate_argv(p["args"], flags)
     if problems:
         result["problems"] = problems
