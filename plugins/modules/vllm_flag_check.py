@@ -279,6 +279,14 @@ def main():
             cmd = [timeout_bin, str(p["timeout"])] + cmd
         return module.run_command(cmd, environ_update={"LC_ALL": "C"})
 
+    def keep(help_text, facts):
+        """This host's cache of the image's help text, version and environment variable names."""
+        _write(help_path, help_text)
+        if facts.get("version"):
+            _write(version_path, facts["version"] + "\n")
+        if facts.get("envs"):
+            _write(envs_path, json.dumps(facts["envs"]) + "\n")
+
     help_text = _read(help_path)
     from_cache = help_text is not None and len(parse_help(help_text)) >= MIN_FLAGS
     source = "host" if from_cache else "image"
@@ -295,11 +303,7 @@ def main():
             help_text, from_cache, source = candidate, True, "seed"
             facts = dict((k, seed[k]) for k in ("version", "envs") if seed.get(k))
             if not module.check_mode:
-                _write(help_path, help_text)
-                if facts.get("version"):
-                    _write(version_path, facts["version"] + "\n")
-                if facts.get("envs"):
-                    _write(envs_path, json.dumps(facts["envs"]) + "\n")
+                keep(help_text, facts)
     if not from_cache and not p["entrypoint"]:
         rc, out, err = run_in_image("python3", ["-c", IMAGE_FACTS_SCRIPT, json.dumps(list(p["help_args"]))])
         facts = parse_image_facts(out) if rc == 0 else {}
@@ -314,11 +318,7 @@ def main():
                 image_facts = dict(image_id=image_id, help=candidate, version=facts.get("version"),
                                    envs=facts.get("envs"))
             if not module.check_mode:
-                _write(help_path, help_text)
-                if facts.get("version"):
-                    _write(version_path, facts["version"] + "\n")
-                if facts.get("envs"):
-                    _write(envs_path, json.dumps(facts["envs"]) + "\n")
+                keep(help_text, facts)
     if help_text is None or len(parse_help(help_text)) < MIN_FLAGS:
         attempts = [list(p["help_args"])]
         if p["help_args"] != ["--help"]:
