@@ -22,6 +22,9 @@ prompt + answer of every conversation) next to vLLM's KV cache per replica (vllm
 The policy is switched between runs the way a user would: playbooks/fleet.yml on the balancers with
 -e loadbalancer_balance=<policy> (needs --inventory); prefix:<n> also sets loadbalancer_prefix_balance_factor=n.
 Every run's nonces are new, so no run profits from the cache another one left behind.
+--repeat N runs the policy list N times, interleaved (A B A B ...), and prints per policy the mean and min-max of the
+later turns' output tokens/s, hit rate, TTFT p50 / p99, turns moved, load average and the share of the time one
+replica idled while the other had 2+ requests in flight (from every request's start and end, kept in the JSON).
 
     tests/bench/prefix_routing.py --balancer http://172.17.0.6:8080 --replica http://172.17.0.3:8000 \
         --replica http://172.17.0.5:8000 --api-key-env LLMFLEET_API_KEY --model tiny \
@@ -151,6 +154,7 @@ def conversation_turns(nonce, index, turns, rng, paste_words=0):
 class Workload:
     def __init__(self, args, conversations):
         # The same conversations in every run (--seed), but a new nonce: nothing another run cached matches.
+        self.started = time.monotonic()
         rng = random.Random(args.seed)
         nonce = "%08x" % random.getrandbits(32)
         self.args = args
@@ -162,7 +166,7 @@ class Workload:
         history = self.history[conv]
         history.append({"role": "user", "content": self.users[conv][number - 1]})
         row = {"turn": number, "conversation": conv, "ttft": None, "total": None, "tokens": 0, "prompt_tokens": 0,
-               "replica": None, "ok": False}
+               "replica": None, "ok": False, "start": round(time.monotonic() - self.started, 3)}
         try:
             row["ttft"], row["total"], text, row["tokens"], row["prompt_tokens"], row["replica"] = chat_stream(
                 self.args.balancer, self.args.api_key, self.args.model, history, self.args.max_tokens,
@@ -173,6 +177,7 @@ class Workload:
             print("  conversation %d turn %d failed: %s" % (conv, number, exc), file=sys.stderr)
             raise
         finally:
+            row["end"] = round(time.monotonic() - self.started, 3)
             self.results.append(row)
 
 
@@ -238,7 +243,8 @@ def run_policy(args, policy, conversations=None):
                 "requests_per_s": round(len(ok) / elapsed, 2) if elapsed else None,
                 "output_tokens_per_s": round(sum(r["tokens"] for r in ok) / elapsed, 1) if elapsed else None,
                 "load_average_1m": round(sum(loadavg[t] for t in turns) / len(turns), 2),
-                "load_average_1m_max": round(max(loadavg[t] for t in turns), 2)}
+                "load_average_1m_max": round(max(loadavg[t] for t in turns), 2),
+                "occupancy": occupancy(ok)}
     last = {}
     for row in load.results:
         if row["ok"]:
@@ -248,7 +254,113 @@ def run_policy(args, policy, conversations=None):
             "working_set_tokens": sum(last.values()), "longest_conversation_tokens": max(last.values() or [0]),
             "kv_cache_tokens_per_replica": caches, "turn_1": phase([1]),
             "later_turns": phase(list(range(2, args.turns + 1))),
-            "per_turn_hit_rate": [phase([t])["hit_rate"] for t in range(1, args.turns + 1)]}
+            "per_turn_hit_rate": [phase([t])["hit_rate"] for t in range(1, args.turns + 1)],
+            "requests": [[r["turn"], r["conversation"], r["replica"], r["start"], r["end"], _ms(r["ttft"]), r["tokens"],
+                          r["prompt_tokens"], r["ok"]] for r in load.results]}
+
+
+REQUEST_FIELDS = ("turn", "conversation", "replica", "start_s", "end_s", "ttft_ms", "tokens", "prompt_tokens", "ok")
+
+
+def occupancy(rows):
+    """How the requests in flight were spread over the replicas, from every request's [start, end) (seconds).
+
+    Over the time at least one request was in flight: per replica the share of it that the replica had one or more
+    (busy_share) and its mean number in flight; and the share of it that a replica sat idle while another had 2 or
+    more in flight (idle_while_other_2plus): the moments an affinity policy wastes a replica."""
+    rows = [r for r in rows if r.get("replica") and r.get("start") is not None and r.get("end") is not None]
+    replicas = sorted({r["replica"] for r in rows})
+    # Ends before starts at the same instant: a request that ends as another starts is not counted twice.
+    events = sorted([(r["start"], 1, r["replica"]) for r in rows] + [(r["end"], -1, r["replica"]) for r in rows],
+                    key=lambda e: (e[0], e[1]))
+    inflight = dict.fromkeys(replicas, 0)
+    busy = dict.fromkeys(replicas, 0.0)
+    area = dict.fromkeys(replicas, 0.0)
+    total = lopsided = 0.0
+    last = None
+    for when, delta, replica in events:
+        if last is not None and when > last and any(inflight.values()):
+            span = when - last
+            total += span
+            for name, count in inflight.items():
+                area[name] += count * span
+                busy[name] += span if count else 0.0
+            if len(replicas) > 1 and min(inflight.values()) == 0 and max(inflight.values()) >= 2:
+                lopsided += span
+        inflight[replica] += delta
+        last = when
+    if not total:
+        return {"seconds_in_flight": 0.0, "busy_share": {}, "mean_in_flight": {}, "idle_while_other_2plus": None}
+    return {"seconds_in_flight": round(total, 2),
+            "busy_share": {name: round(busy[name] / total, 3) for name in replicas},
+            "mean_in_flight": {name: round(area[name] / total, 2) for name in replicas},
+            "idle_while_other_2plus": round(lopsided / total, 3)}
+
+
+# What --repeat summarises per policy (mean, min, max over the runs): label, path in a run's result.
+SUMMARY_METRICS = (("output_tokens_per_s", ("later_turns", "output_tokens_per_s")),
+                   ("hit_rate", ("later_turns", "hit_rate")),
+                   ("ttft_p50_ms", ("later_turns", "ttft_p50_ms")),
+                   ("ttft_p99_ms", ("later_turns", "ttft_p99_ms")),
+                   ("moved_turns", ("later_turns", "moved_turns")),
+                   ("load_average_1m", ("later_turns", "load_average_1m")),
+                   ("idle_while_other_2plus", ("later_turns", "occupancy", "idle_while_other_2plus")))
+
+
+def _get(result, path):
+    for key in path:
+        result = result.get(key) if isinstance(result, dict) else None
+    return result
+
+
+def summarize(results, baseline="roundrobin"):
+    """Per (conversations, policy), in the order first run: mean, min and max of every SUMMARY_METRICS over its runs,
+    and the ratio of each mean to the baseline policy's (the first policy when the baseline did not run)."""
+    groups = {}
+    for result in results:
+        groups.setdefault((result["conversations"], result["policy"]), []).append(result)
+    summary = []
+    for (conversations, policy), runs in groups.items():
+        stats = {}
+        for label, path in SUMMARY_METRICS:
+            values = [v for v in (_get(r, path) for r in runs) if v is not None]
+            stats[label] = ({"mean": round(sum(values) / len(values), 3), "min": min(values), "max": max(values)}
+                            if values else None)
+        summary.append({"conversations": conversations, "policy": policy, "runs": len(runs), **stats})
+    for row in summary:
+        same = [s for s in summary if s["conversations"] == row["conversations"]]
+        base = next((s for s in same if s["policy"] == baseline), same[0])
+        row["ratio_to"] = base["policy"]
+        row["ratio"] = {label: (round(row[label]["mean"] / base[label]["mean"], 3)
+                                if row[label] and base[label] and base[label]["mean"] else None)
+                        for label, _path in SUMMARY_METRICS}
+    return summary
+
+
+def summary_table(summary):
+    """The --repeat summary: per policy the mean and (min-max) over its runs, and the ratio of the means."""
+    def cell(stat, fmt, scale=1):
+        if not stat:
+            return "-"
+        return (fmt + " (" + fmt + "-" + fmt + ")") % (stat["mean"] * scale, stat["min"] * scale, stat["max"] * scale)
+    columns = (("output tok/s", "output_tokens_per_s", "%.1f", 1), ("hit rate %", "hit_rate", "%.1f", 100),
+               ("TTFT p50 ms", "ttft_p50_ms", "%.0f", 1), ("TTFT p99 ms", "ttft_p99_ms", "%.0f", 1),
+               ("moved", "moved_turns", "%.0f", 1), ("load avg", "load_average_1m", "%.1f", 1),
+               ("idle/other>=2 %", "idle_while_other_2plus", "%.0f", 100))
+    lines = ["later turns, mean (min-max) over the runs"]
+    lines.append("%-10s %-12s %4s " % ("convs", "policy", "runs") + " ".join("%-22s" % c[0] for c in columns))
+    for row in summary:
+        lines.append("%-10s %-12s %4d " % (row["conversations"], row["policy"], row["runs"])
+                     + " ".join("%-22s" % cell(row[key], fmt, scale) for _t, key, fmt, scale in columns))
+    for row in summary:
+        if row["policy"] != row["ratio_to"]:
+            ratio = row["ratio"]
+            lines.append("%s vs %s (%d conversations), ratio of the means: output tokens/s x%s, hit rate x%s, "
+                         "TTFT p50 x%s, p99 x%s" % (row["policy"], row["ratio_to"], row["conversations"],
+                                                    *("%.2f" % ratio[k] if ratio[k] is not None else "-" for k in (
+                                                        "output_tokens_per_s", "hit_rate", "ttft_p50_ms",
+                                                        "ttft_p99_ms"))))
+    return "\n".join(lines)
 
 
 def _safe(func, *argv):
@@ -299,6 +411,9 @@ def table(results, args):
         ("  TTFT p99 (ms)", lambda r: r["later_turns"]["ttft_p99_ms"]),
         ("  requests/s", lambda r: r["later_turns"]["requests_per_s"]),
         ("  output tokens/s", lambda r: r["later_turns"]["output_tokens_per_s"]),
+        ("  in flight per replica (mean)", lambda r: "/".join(
+            "%.2f" % x for x in r["later_turns"]["occupancy"]["mean_in_flight"].values())),
+        ("  one idle, other >= 2", lambda r: _pct(r["later_turns"]["occupancy"]["idle_while_other_2plus"])),
         ("  load average (1 min)", lambda r: "%s (max %s)" % (
             r["later_turns"]["load_average_1m"], r["later_turns"]["load_average_1m_max"])),
         ("  failed / sent", lambda r: "%d / %d" % (r["later_turns"]["failed"], r["later_turns"]["requests"])),
@@ -317,16 +432,21 @@ def table(results, args):
     for conversations in sorted({r["conversations"] for r in results}):
         group = [r for r in results if r["conversations"] == conversations]
         lines.append("%d conversations x %d turns" % (conversations, args.turns))
-        lines.append("%-*s" % (width, "") + "".join("%20s" % r["policy"] for r in group))
+        names = [r["policy"] + ("#%d" % r["repeat"] if args.repeat > 1 else "") for r in group]
+        lines.append("%-*s" % (width, "") + "".join("%20s" % name for name in names))
         for label, value in rows:
             lines.append(label if value is None else "%-*s" % (width, label) + "".join("%20s" % (value(r),) for r in group))
-        base = group[0]["later_turns"]
-        for other in group[1:]:
+        for other in group:
+            # Against the first policy of the same round (--repeat: A B A B ..., each B against the A before it).
+            first = next(r for r in group if r.get("repeat", 1) == other.get("repeat", 1))
+            if other is first:
+                continue
+            base = first["later_turns"]
             later = other["later_turns"]
             if base["hit_rate"] and later["hit_rate"] is not None:
                 missed = later["queried_tokens"] - later["hit_tokens"]
                 base_missed = base["queried_tokens"] - base["hit_tokens"]
-                ratios = (other["policy"], group[0]["policy"], later["hit_rate"] / base["hit_rate"],
+                ratios = (other["policy"], first["policy"], later["hit_rate"] / base["hit_rate"],
                           missed / base_missed if base_missed else float("nan"),
                           later["ttft_p50_ms"] / base["ttft_p50_ms"], later["ttft_p99_ms"] / base["ttft_p99_ms"],
                           later["output_tokens_per_s"] / base["output_tokens_per_s"])
@@ -334,6 +454,12 @@ def table(results, args):
                              "p99 x%.2f, output tokens/s x%.2f" % ratios)
         lines.append("")
     return "\n".join(lines)
+
+
+def dump_report(report):
+    """The report as indented JSON, every list of plain values (a request's row, per-replica numbers) on one line."""
+    text = json.dumps(report, indent=1)
+    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + re.sub(r"\s*\n\s*", " ", m.group(1)) + "]", text) + "\n"
 
 
 def _pct(value):
@@ -359,24 +485,39 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=20, help="seed of the conversations' text")
     parser.add_argument("--paste-words", type=int, default=0, help="words of pasted context in every user turn")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the policy list this many times, interleaved (A B A B ...); prints the mean and "
+                             "min-max per policy")
     parser.add_argument("--output", default=str(ROOT / ".cache" / "prefix_routing.json"))
     args = parser.parse_args(argv)
     args.api_key = os.environ.get(args.api_key_env, "")
     counts = [int(n) for n in str(args.conversations).split(",")]
     results = []
     report = {"turns": args.turns, "workers": args.workers, "paste_words": args.paste_words,
-              "max_tokens": args.max_tokens, "replicas": len(args.replica), "results": results}
-    for policy in args.policies.split(","):
-        if args.inventory and policy != args.current:
-            switch_policy(args, policy)
-        args.current = policy
-        for conversations in counts:
-            print("running %d conversations x %d turns with %s ..." % (conversations, args.turns, policy), flush=True)
-            results.append(run_policy(args, policy, conversations))
-            print(json.dumps(results[-1]), flush=True)
-            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.output).write_text(json.dumps(report, indent=2))
+              "max_tokens": args.max_tokens, "replicas": len(args.replica), "repeat": args.repeat,
+              "policies": args.policies, "load_average_before": os.getloadavg(), "request_fields": REQUEST_FIELDS,
+              "results": results}
+    # --repeat N: the whole policy list N times, interleaved (A B A B ...), so that a slow phase of the machine hits
+    # every policy alike. Every run starts with its own nonce: no run hits on what an earlier one left cached.
+    for repeat in range(args.repeat):
+        for policy in args.policies.split(","):
+            if args.inventory and policy != args.current:
+                switch_policy(args, policy)
+            args.current = policy
+            for conversations in counts:
+                print("running %d conversations x %d turns with %s (run %d of %d) ..." % (
+                    conversations, args.turns, policy, repeat + 1, args.repeat), flush=True)
+                result = run_policy(args, policy, conversations)
+                result["repeat"] = repeat + 1
+                results.append(result)
+                print(json.dumps({k: v for k, v in result.items() if k != "requests"}), flush=True)
+                report["load_average_after"] = os.getloadavg()
+                report["summary"] = summarize(results)
+                Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.output).write_text(dump_report(report))
     print(table(results, args))
+    if args.repeat > 1:
+        print(summary_table(report["summary"]))
     failed = sum(r[p]["failed"] for r in results for p in ("turn_1", "later_turns"))
     return 1 if failed else 0
 

@@ -81,3 +81,44 @@ def test_policy_names_become_playbook_variables():
     assert pr.policy_vars("roundrobin") == ["-e", "loadbalancer_balance=roundrobin",
                                             "-e", "loadbalancer_served_by_header=X-Llmfleet-Served-By"]
     assert pr.policy_vars("prefix:200")[-2:] == ["-e", "loadbalancer_prefix_balance_factor=200"]
+
+
+def test_occupancy_spreads_time_in_flight_over_replicas():
+    rows = [{"replica": "a", "start": 0.0, "end": 4.0},
+            {"replica": "a", "start": 1.0, "end": 3.0},
+            {"replica": "b", "start": 3.0, "end": 6.0},  # starts as one of a's ends: not counted twice
+            {"replica": None, "start": 0.0, "end": 9.0}]  # failed (no replica): left out
+    occ = pr.occupancy(rows)
+    assert occ["seconds_in_flight"] == 6.0
+    assert occ["busy_share"] == {"a": round(4 / 6, 3), "b": 0.5}
+    assert occ["mean_in_flight"] == {"a": 1.0, "b": 0.5}
+    # 1..3: a has 2 in flight, b none.
+    assert occ["idle_while_other_2plus"] == round(2 / 6, 3)
+    assert pr.occupancy([])["idle_while_other_2plus"] is None
+
+
+def _run(policy, tokens, hit, repeat):
+    return {"conversations": 32, "policy": policy, "repeat": repeat,
+            "later_turns": {"output_tokens_per_s": tokens, "hit_rate": hit, "ttft_p50_ms": 400.0, "ttft_p99_ms": 1500.0,
+                            "moved_turns": 0, "load_average_1m": 4.0, "occupancy": {"idle_while_other_2plus": None}}}
+
+
+def test_repeated_runs_summarise_per_policy_with_ratio_to_round_robin():
+    results = [_run("roundrobin", 60.0, 0.3, 1), _run("prefix:200", 54.0, 0.7, 1),
+               _run("roundrobin", 70.0, 0.4, 2), _run("prefix:200", 66.0, 0.7, 2)]
+    summary = pr.summarize(results)
+    assert [(s["policy"], s["runs"]) for s in summary] == [("roundrobin", 2), ("prefix:200", 2)]
+    rr, prefix = summary
+    assert rr["output_tokens_per_s"] == {"mean": 65.0, "min": 60.0, "max": 70.0}
+    assert prefix["ratio_to"] == "roundrobin" and prefix["ratio"]["output_tokens_per_s"] == round(60 / 65, 3)
+    assert prefix["ratio"]["hit_rate"] == 2.0 and rr["ratio"]["hit_rate"] == 1.0
+    assert prefix["idle_while_other_2plus"] is None and prefix["ratio"]["idle_while_other_2plus"] is None
+    text = pr.summary_table(summary)
+    assert "60.0 (54.0-66.0)" in text and "prefix:200 vs roundrobin (32 conversations)" in text and "x0.92" in text
+
+
+def test_report_keeps_plain_lists_on_one_line_and_stays_json():
+    report = {"results": [{"requests": [[2, 0, "gpu1_0", 0.1, 0.9, 120.5, 24, 300, True]]}], "policies": "a,[b]"}
+    text = pr.dump_report(report)
+    assert '[2, 0, "gpu1_0", 0.1, 0.9, 120.5, 24, 300, true]' in text
+    assert pr.json.loads(text) == report
