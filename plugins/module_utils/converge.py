@@ -10,6 +10,7 @@
   port_holder(...)              None (free), 'self' (this replica's own container), another replica's container
                                 name, or 'other' (a process that is not ours)
   replica_verdict(...)          does the replica need a restart, and why (whatever its unit state)
+  unit_up(unit, running=False)  is a unit up and enabled, so that a re-run need not touch it
 
 A replica's desired configuration is its files (run command, environment, systemd settings) and the unit
 template; its container was created by the unit from those files. The container runs a stale configuration when
@@ -185,3 +186,16 @@ def replica_verdict(unit, container, config_mtime, changed=False):
                 and not container.get("running"):
             reasons.append("its unit is %s/%s but its container is not running" % (active, sub))
     return {"action": "restarted" if reasons else "started", "reasons": reasons, "stale": stale}
+
+
+def unit_up(unit, running=False):
+    """Is a unit up and enabled at boot (systemctl show properties), so that a re-run has nothing to start?
+
+    running: also require SubState running. A replica's service must be running (a unit still activating has not
+    passed its health gate, one in auto-restart is between crashes); a timer is up while it is active/waiting.
+    Whether systemd still has to load a newer unit file (NeedDaemonReload) is the caller's to add: it restarts.
+    """
+    unit = unit or {}
+    if unit.get("ActiveState") != "active" or unit.get("UnitFileState") != "enabled":
+        return False
+    return unit.get("SubState") == "running" if running else True

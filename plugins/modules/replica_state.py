@@ -22,6 +22,8 @@ description:
     anything is stopped. With O(edge), a replica has two ports - the edge's (its port, on O(edge_bind_address)) and
     vLLM's own behind it (its port + O(port_offset), on O(bind_address)).
   - With O(model_dir), also lists what that directory lacks for vLLM (config.json, tokenizer files, shards).
+  - With O(health_base), asks each replica whose container runs for C(/health) once (no retries), so that a caller
+    need not wait again for a replica it leaves alone.
   - Hosts without systemd units or Docker yet (a fresh host in preflight) report no unit and no container.
 version_added: "0.1.0"
 options:
@@ -89,6 +91,21 @@ options:
     type: list
     elements: str
     default: []
+  health_base:
+    description:
+      - Where this host reaches each replica's vLLM, up to the port (for example C(http://127.0.0.1:)); its
+        C(/health) is at this, the replica's container port and C(/health). Empty - do not ask.
+    type: str
+    default: ""
+  health_timeout:
+    description: Seconds to wait for each C(/health) answer.
+    type: int
+    default: 3
+  read_files:
+    description: Small state files to return the content of (RV(files)), for example a record the role keeps.
+    type: list
+    elements: path
+    default: []
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -120,6 +137,10 @@ replicas:
     unit:
       description: "LoadState, ActiveState, SubState, UnitFileState, NeedDaemonReload of its unit ({} without systemd)."
       type: dict
+    up: {description: "Its unit is active, running and enabled (see the C(llmfleet.vllm.unit_up) filter).", type: bool}
+    health:
+      description: The HTTP status of its C(/health) (null when not asked, its container is not running, or no answer).
+      type: int
     container: {description: "exists, running, created (epoch), ports (published host ports).", type: dict}
     config_mtime: {description: Newest modification time of its files and the unit template (null when none)., type: float}
     action: {description: "C(restarted) when it must be restarted now, else C(started).", type: str}
@@ -136,6 +157,10 @@ units:
   returned: always
   type: dict
   sample: {llmfleet-edge.service: {ActiveState: active, SubState: running, UnitFileState: enabled}}
+files:
+  description: The content of each file of O(read_files) (null when it does not exist or cannot be read).
+  returned: always
+  type: dict
 restart:
   description: Names of the replicas whose action is C(restarted).
   returned: always
@@ -157,6 +182,9 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves.http_client import HTTPException
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
     config_bind_ports,
@@ -166,6 +194,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
     published_ports,
     replica_verdict,
     unit_of_cgroup,
+    unit_up,
 )
 from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import model_dir_problems
 
@@ -218,6 +247,25 @@ def _socket_owners(inodes):
     return owners
 
 
+def _health(url, timeout):
+    """The HTTP status GET url answers with, or None when nothing answers in time."""
+    try:
+        return open_url(url, method="GET", timeout=timeout, use_proxy=False).getcode()
+    except HTTPError as exc:
+        # What the replica answered all the same (e.g. 503 while its engine is down).
+        return exc.code
+    except (URLError, OSError, ValueError, HTTPException):
+        return None
+
+
+def _read_or_none(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError, UnicodeDecodeError):
+        return None
+
+
 def _list_dir(path):
     names = []
     for root, dirs, files in os.walk(path):
@@ -254,6 +302,9 @@ def main():
             model_dir=dict(type="path"),
             check_tokenizer=dict(type="bool", default=True),
             units=dict(type="list", elements="str", default=[]),
+            health_base=dict(type="str", default=""),
+            health_timeout=dict(type="int", default=3),
+            read_files=dict(type="list", elements="path", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -317,9 +368,13 @@ def main():
                             "holder": port_holder(port, name, listening, ours, p["container_prefix"],
                                                   p["edge_bind_address"], owners)})
         holders = [c["holder"] for c in checked]
+        health = None
+        if p["health_base"] and container.get("running"):
+            health = _health("%s%d/health" % (p["health_base"], container_port), p["health_timeout"])
         result_replicas.append({
             "name": name, "port": port, "container_port": container_port, "ports": checked,
-            "unit": unit, "container": container, "config_mtime": config_mtime,
+            "unit": unit, "up": unit_up(unit, running=True), "health": health,
+            "container": container, "config_mtime": config_mtime,
             "action": verdict["action"], "reasons": verdict["reasons"], "stale": verdict["stale"],
             "port_holder": "other" if "other" in holders else holders[0],
         })
@@ -340,7 +395,8 @@ def main():
                                                 check_tokenizer=p["check_tokenizer"])
 
     units = dict((unit, _unit_show(module, systemctl, unit)) for unit in p["units"])
-    module.exit_json(changed=False, replicas=result_replicas, restart=restart, units=units,
+    files = dict((path, _read_or_none(path)) for path in p["read_files"])
+    module.exit_json(changed=False, replicas=result_replicas, restart=restart, units=units, files=files,
                      listening_ports=sorted(set(port for _unused, port, _unused in listening)),
                      model_problems=model_problems)
 

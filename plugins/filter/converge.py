@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Filters over what replica_state read on a host (logic in module_utils.converge)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# Each filter's documentation: plugins/filter/<filter name>.yml.
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import unit_up
+
+
+def llmfleet_unit_up(unit, running=False):
+    if unit is None:
+        return False
+    if not isinstance(unit, dict):
+        raise AnsibleFilterError("unit_up expects systemctl show properties (a dict), got %s" % type(unit).__name__)
+    return unit_up(unit, running=bool(running))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"unit_up": llmfleet_unit_up}
