@@ -96,6 +96,11 @@ content_changed_paths:
   returned: always
   type: list
   elements: str
+created_paths:
+  description: The directories and files that did not exist before (a subset of RV(changed_paths)).
+  returned: always
+  type: list
+  elements: str
 """
 
 import os
@@ -191,7 +196,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    changed_paths, content_changed, diffs = [], [], []
+    changed_paths, content_changed, diffs, created_files = [], [], [], []
     created_dirs = set()
 
     for spec in module.params["directories"]:
@@ -222,6 +227,8 @@ def main():
         old = _read(path)
         if old is not None and os.path.isdir(path):
             module.fail_json(msg="%s is a directory" % path)
+        if old is None:
+            created_files.append(path)
         if old != data:
             changed_paths.append(path)
             content_changed.append(path)
@@ -234,7 +241,8 @@ def main():
         elif _attributes_changed(module, path, uid, gid, mode):
             changed_paths.append(path)
 
-    result = dict(changed=bool(changed_paths), changed_paths=changed_paths, content_changed_paths=content_changed)
+    result = dict(changed=bool(changed_paths), changed_paths=changed_paths, content_changed_paths=content_changed,
+                  created_paths=[p for p in changed_paths if p in created_dirs] + created_files)
     if module._diff:
         result["diff"] = diffs
     module.exit_json(**result)

@@ -37,12 +37,13 @@ def test_writes_files_and_directories_once_then_reports_nothing_changed(tmp_path
                        dict(path=str(conf / "a.env"), content="KEY=1\n", owner=owner, group=group, mode="0600")])
     first = run(args)
     assert first["changed"] and first["changed_paths"] == [str(conf), str(conf / "a.run"), str(conf / "a.env")]
+    assert first["created_paths"] == first["changed_paths"]
     assert (conf / "a.run").read_text() == "run\n"
     assert stat.S_IMODE(os.stat(conf / "a.env").st_mode) == 0o600
     assert stat.S_IMODE(os.stat(conf).st_mode) == 0o750
     mtime = os.stat(conf / "a.run").st_mtime_ns
     again = run(args)
-    assert not again["changed"] and again["changed_paths"] == []
+    assert not again["changed"] and again["changed_paths"] == [] and again["created_paths"] == []
     assert os.stat(conf / "a.run").st_mtime_ns == mtime, "an unchanged file must not be rewritten"
     # No temporary file is left next to the files.
     assert sorted(p.name for p in conf.iterdir()) == ["a.env", "a.run"]
@@ -55,7 +56,7 @@ def test_a_wrong_mode_is_corrected_in_place_and_new_content_replaces_the_file(tm
     os.chmod(path, 0o666)
     mtime = os.stat(path).st_mtime_ns
     result = run(dict(files=[dict(path=str(path), content="old\n", owner=owner, group=group, mode="0644")]))
-    assert result["changed"] and result["content_changed_paths"] == []
+    assert result["changed"] and result["content_changed_paths"] == [] and result["created_paths"] == []
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o644 and os.stat(path).st_mtime_ns == mtime
     result = run(dict(files=[dict(path=str(path), content="new\n", owner=owner, group=group)]))
     assert result["content_changed_paths"] == [str(path)] and path.read_text() == "new\n"
