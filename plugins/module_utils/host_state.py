@@ -1,0 +1,37 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Parsing for llmfleet.vllm.host_state. Pure functions, no I/O.
+
+  dpkg_states(text, names)   {package: {'installed': bool, 'status': 'ii', 'version': '...'}} from dpkg-query output
+  unit_properties(text)      {Property: value} from `systemctl show --property=...` output
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# What the module asks dpkg-query for: one line per package it knows, tab-separated.
+DPKG_FORMAT = "${Package}\t${db:Status-Abbrev}\t${Version}\n"
+
+
+def dpkg_states(text, names):
+    """Each of names: installed (status 'ii': wanted install, state installed, no error), dpkg's status letters and
+    version. A package dpkg does not know (dpkg-query prints nothing for it) is not installed, with status ''."""
+    found = {}
+    for line in str(text or "").splitlines():
+        cols = line.split("\t")
+        if len(cols) < 2 or not cols[0]:
+            continue
+        # Multi-arch packages print as name:arch; the caller asks by plain name.
+        name = cols[0].split(":", 1)[0]
+        status = cols[1].strip()
+        found[name] = {"installed": status == "ii", "status": status,
+                       "version": cols[2].strip() if len(cols) > 2 and status == "ii" else ""}
+    return dict((name, found.get(name, {"installed": False, "status": "", "version": ""})) for name in names)
+
+
+def unit_properties(text):
+    """`systemctl show` output -> {Property: value}."""
+    return dict(line.split("=", 1) for line in str(text or "").splitlines() if "=" in line)

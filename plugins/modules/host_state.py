@@ -1,0 +1,127 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: host_state
+short_description: Read small files, Debian package states and systemd unit states in one call
+description:
+  - Read-only. Returns the content of each file of O(files), whether each package of O(packages) is installed
+    (C(dpkg-query)), and the state of each unit of O(units) (C(systemctl show)).
+  - One module call for what would otherwise be a C(slurp), a C(dpkg-query) command and a C(systemd_service) task
+    each, so that a role's re-run that finds everything in place pays for one remote call.
+version_added: "0.2.0"
+options:
+  files:
+    description: Small text files to read (a missing or unreadable one is returned as null).
+    type: list
+    elements: path
+    default: []
+  packages:
+    description: Debian package names to look up (a host without C(dpkg-query) reports none installed).
+    type: list
+    elements: str
+    default: []
+  units:
+    description: systemd units to read (a host without systemd reports each as C({})).
+    type: list
+    elements: str
+    default: []
+author:
+  - llmfleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - llmfleet.vllm.attributes
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  check_mode:
+    support: full
+    details: It only reads.
+"""
+
+EXAMPLES = r"""
+- name: Read dockerd's configuration, whether Docker is installed and whether dockerd runs
+  llmfleet.vllm.host_state:
+    files: [/etc/docker/daemon.json]
+    packages: [docker.io]
+    units: [docker.service]
+  register: docker_state
+
+- name: Install Docker only where it is missing
+  ansible.builtin.apt:
+    name: docker.io
+  when: not docker_state.packages['docker.io'].installed
+"""
+
+RETURN = r"""
+files:
+  description: Each file's content (null when it does not exist or cannot be read as text).
+  returned: always
+  type: dict
+  sample: {/etc/docker/daemon.json: '{"log-driver": "json-file"}'}
+packages:
+  description: For each package, C(installed) (dpkg status C(ii)), C(status) (dpkg's letters, empty when unknown) and C(version).
+  returned: always
+  type: dict
+  sample: {docker.io: {installed: true, status: ii, version: 20.10.24+dfsg1-1+deb12u1}}
+units:
+  description: For each unit, LoadState, ActiveState, SubState, UnitFileState and NeedDaemonReload ({} without systemd).
+  returned: always
+  type: dict
+  sample: {docker.service: {ActiveState: active, SubState: running, UnitFileState: enabled}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import DPKG_FORMAT, dpkg_states, unit_properties
+
+UNIT_PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload"
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError, UnicodeDecodeError):
+        return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            files=dict(type="list", elements="path", default=[]),
+            packages=dict(type="list", elements="str", default=[]),
+            units=dict(type="list", elements="str", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    files = dict((path, _read(path)) for path in p["files"])
+
+    out = ""
+    dpkg = module.get_bin_path("dpkg-query") if p["packages"] else None
+    if dpkg:
+        # rc 1 only says that some package is unknown; what it printed for the others still holds.
+        rc, out, err = module.run_command([dpkg, "--show", "--showformat=" + DPKG_FORMAT] + p["packages"])
+    packages = dpkg_states(out, p["packages"])
+
+    units = {}
+    systemctl = module.get_bin_path("systemctl") if p["units"] else None
+    for unit in p["units"]:
+        if not systemctl:
+            units[unit] = {}
+            continue
+        rc, out, err = module.run_command([systemctl, "show", unit, "--property=" + UNIT_PROPERTIES])
+        units[unit] = unit_properties(out) if rc == 0 else {}
+
+    module.exit_json(changed=False, files=files, packages=packages, units=units)
+
+
+if __name__ == "__main__":
+    main()
