@@ -12,6 +12,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+# The unit properties host_state and replica_state read (`systemctl show --property=...`).
+UNIT_PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload"
+
 # What the module asks dpkg-query for: one line per package it knows, tab-separated.
 DPKG_FORMAT = "${Package}\t${db:Status-Abbrev}\t${Version}\n"
 

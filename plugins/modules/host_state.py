@@ -79,9 +79,12 @@ units:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import DPKG_FORMAT, dpkg_states, unit_properties
-
-UNIT_PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload"
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import (
+    DPKG_FORMAT,
+    UNIT_PROPERTIES,
+    dpkg_states,
+    unit_properties,
+)
 
 
 def _read(path):

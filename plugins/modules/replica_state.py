@@ -196,6 +196,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
     unit_of_cgroup,
     unit_up,
 )
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import UNIT_PROPERTIES, unit_properties
 from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import model_dir_problems
 
 INSPECT_FORMAT = "{{json .Name}}\t{{json .Created}}\t{{json .State.Running}}\t{{json .NetworkSettings.Ports}}"
@@ -274,14 +275,11 @@ def _list_dir(path):
     return names
 
 
-UNIT_PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload"
-
-
 def _unit_show(module, systemctl, unit):
     if not systemctl:
         return {}
     rc, out, _err = module.run_command([systemctl, "show", unit, "--property=" + UNIT_PROPERTIES])
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
+    return unit_properties(out) if rc == 0 else {}
 
 
 def main():
