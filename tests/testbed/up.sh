@@ -103,7 +103,10 @@ for s in "${order[@]}"; do state[$s]=pending; done
 
 stop_all() {
   for s in "${!pid_of[@]}"; do
-    [ "${state[$s]}" = running ] && kill -TERM -- "-${pid_of[$s]}" 2>/dev/null || true
+    if [ "${state[$s]}" = running ]; then
+      echo "testbed: stopping step $s" >&2
+      kill -TERM -- "-${pid_of[$s]}" 2>/dev/null || true
+    fi
   done
   wait 2>/dev/null || true
 }
