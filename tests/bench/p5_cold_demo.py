@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """P5 cold (#18): `make demo` on a machine without the test bed, timed beside a shared test bed it leaves alone.
 
-    python3 tests/bench/p5_cold_demo.py [--modes overlap,serial] [--no-demo] [--keep] [--out FILE]
+    python3 tests/bench/p5_cold_demo.py [--modes overlap,serial] [--no-demo] [--keep] [--out FILE] [--append]
 
 For each mode it clones this checkout's HEAD (committed work only) into a scratch directory, so there is no
 `.venv` and no `.cache`, and runs `make demo` there with:
@@ -190,6 +190,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="leave the images, servers and scratch directory")
     ap.add_argument("--scratch", default="/var/tmp/llmfleet-p5bench")
     ap.add_argument("--out", default=os.path.join(TOP, "tests/bench/results/p5_cold-2026-12-01.json"))
+    ap.add_argument("--append", action="store_true", help="add the runs to those already in --out")
     args = ap.parse_args()
     if sh(f"git -C {TOP} status --porcelain --untracked-files=no").stdout.strip():
         print("p5_cold_demo: uncommitted changes are not measured (the scratch clone has HEAD)", file=sys.stderr)
@@ -205,6 +206,9 @@ def main():
                         "the running Docker engine", "pip indexes are local file indexes and find-links under /opt",
                         "the page cache"],
                "runs": []}
+    if args.append and os.path.exists(args.out):
+        with open(args.out) as fh:
+            results["runs"] = json.load(fh)["runs"]
     for mode in args.modes.split(","):
         results["runs"].append(run_mode(mode, args))
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
