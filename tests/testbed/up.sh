@@ -6,9 +6,11 @@
 #   packages ─ engine ─┬─ host-image (debootstrap) ────────────────────────────────────────┐
 #                      ├─ registry ─────────────────────────┐                              │
 #                      ├─ python-image (debootstrap) ─┐     ├─ 30-vllm-cpu (push) ─ 35-…   │
-#   vllm-wheelhouse (pip download) ───────────────────┴─ vllm-image ─┴─ 40-tiny-model ─┐   ├─ ENV_FILE
-#   venv (only when there is none: `make testbed` on a fresh checkout) ──────────── 50-…   │
+#   venv ─┬─ vllm-wheelhouse (pip download) ──────────┴─ vllm-image ─┴─ 40-tiny-model ─┐   ├─ ENV_FILE
+#         └──────────────────────────────────────────────────────────────────────── 50-…   │
 #                      └─ 20-nvidia-apt-repo ──────────────────────────────────────────────┘
+# (venv: only when there is none, `make testbed` on a fresh checkout; under make, the wheelhouse's python3 is
+# the virtualenv's.)
 #
 # Every tests/testbed/up.d/*.sh gets an env file as $1 and appends its KEY=VALUE lines. Its "# testbed-needs:"
 # line names the steps it needs (whose lines it reads, or whose work it uses); a script without one waits for
@@ -84,12 +86,12 @@ run_script() {
 
 # --- the steps, in the serial order, and what each needs ------------------------------------------------------
 declare -A needs=() script_of=() pid_of=() state=() started=()
-order=(packages engine host-image registry vllm-wheelhouse python-image vllm-image venv)
+order=(venv packages engine host-image registry vllm-wheelhouse python-image vllm-image)
 needs[packages]=""
 needs[engine]="packages"
 needs[host-image]="engine"
 needs[registry]="packages"
-needs[vllm-wheelhouse]=""
+needs[vllm-wheelhouse]="venv"   # make puts .venv/bin first in PATH: its python3 -m pip runs the download
 needs[python-image]="engine"
 needs[vllm-image]="engine python-image vllm-wheelhouse"
 needs[venv]=""
