@@ -3,14 +3,13 @@
 # Each step starts as soon as the steps it needs are done, so a cold machine waits for the longest chain,
 # not the sum of all steps (a warm one finds everything cached either way):
 #
-#   packages ─ engine ─┬─ host-image (debootstrap) ────────────────────────────────────────┐
-#                      ├─ registry ─────────────────────────┐                              │
-#                      ├─ python-image (debootstrap) ─┐     ├─ 30-vllm-cpu (push) ─ 35-…   │
-#   venv ─┬─ vllm-wheelhouse (pip download) ──────────┴─ vllm-image ─┴─ 40-tiny-model ─┐   ├─ ENV_FILE
-#         └──────────────────────────────────────────────────────────────────────── 50-…   │
-#                      └─ 20-nvidia-apt-repo ──────────────────────────────────────────────┘
-# (venv: only when there is none, `make testbed` on a fresh checkout; under make, the wheelhouse's python3 is
-# the virtualenv's.)
+#   venv ─── vllm-wheelhouse (pip download) ───┐
+#   packages ─┬─ engine ─┬─ python-image ──────┴─ vllm-image ─┬─ 40-tiny-model ─ 50-hub-mirrors (and venv)
+#             │          ├─ host-image                        │
+#             │          └─ 20-nvidia-apt-repo                │
+#             └─ registry ────────────────────────────────────┴─ 30-vllm-cpu (push) ─ 35-vllm-cpu-variants
+# (debootstrap builds the two images; venv is made here only when there is none, a fresh checkout; under make
+# the wheelhouse's python3 is the virtualenv's.)
 #
 # Every tests/testbed/up.d/*.sh gets an env file as $1 and appends its KEY=VALUE lines. Its "# testbed-needs:"
 # line names the steps it needs (whose lines it reads, or whose work it uses); a script without one waits for
@@ -95,6 +94,8 @@ needs[vllm-wheelhouse]="venv"   # make puts .venv/bin first in PATH: its python3
 needs[python-image]="engine"
 needs[vllm-image]="engine python-image vllm-wheelhouse"
 needs[venv]=""
+# Off the longest chain (nothing waits for it until the end): it yields the CPU to the steps on it.
+low_priority=" host-image "
 for script in tests/testbed/up.d/*.sh; do
   [ -e "$script" ] || continue
   name=$(basename "$script" .sh)
@@ -114,7 +115,8 @@ stop_all() {
       kill -TERM -- "-${pid_of[$s]}" 2>/dev/null || true
     fi
   done
-  wait 2>/dev/null || true
+  exec 2>/dev/null   # bash's own "Terminated" notices for the steps stopped
+  wait || true
 }
 trap 'stop_all; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
@@ -133,11 +135,10 @@ while :; do
     [ "${state[$s]}" = pending ] || continue
     if [ "$jobs_max" -gt 0 ] && [ "$running" -ge "$jobs_max" ]; then break; fi
     ready "$s" || { [ "$jobs_max" -eq 1 ] && break; continue; }   # one at a time: strictly in order
-    if [ -n "${script_of[$s]:-}" ]; then
-      run_script "$s" "${script_of[$s]}" > "$work/$s.log" 2>&1 &
-    else
-      "step_$s" > "$work/$s.log" 2>&1 &
-    fi
+    (
+      case $low_priority in *" $s "*) renice -n 10 -p "$BASHPID" >/dev/null ;; esac
+      if [ -n "${script_of[$s]:-}" ]; then run_script "$s" "${script_of[$s]}"; else "step_$s"; fi
+    ) > "$work/$s.log" 2>&1 &
     pid_of[$s]=$!; state[$s]=running; started[$s]=$(date +%s.%N); running=$((running + 1))
   done
   [ "$running" -gt 0 ] || break
