@@ -49,7 +49,9 @@ $(BIN)/.installed: pyproject.toml
 venv: $(BIN)/.installed
 
 # Docker engine + test-bed images + local registry; writes the addresses tests need into $(TESTBED).
-testbed: venv
+# Without a virtualenv (a fresh checkout) up.sh makes it, as a step beside the image builds (only the hub
+# mirrors need it); with one, `venv` refreshes it first as before.
+testbed: $(if $(wildcard $(BIN)/.installed),venv)
 	tests/testbed/up.sh $(TESTBED)
 
 lint: venv

@@ -6,13 +6,14 @@
 # libnvidia-container1) carry the pinned version and test-double programs (tests/doubles/nvidia-container-toolkit/).
 # Cached by a content hash of the doubles and this script: a second run rebuilds nothing.
 # Usage: 20-nvidia-apt-repo.sh ENV_FILE   -> appends LLMFLEET_NVIDIA_APT_REPO_URL(_FROM_HOSTS), ..._VERSION
+# testbed-needs: engine
 set -euo pipefail
 env_file=${1:?usage: 20-nvidia-apt-repo.sh ENV_FILE}
 top=$(cd "$(dirname "$0")/../../.." && pwd)
 self="$top/tests/testbed/up.d/$(basename "$0")"
 version=${LLMFLEET_NVIDIA_TOOLKIT_TEST_VERSION:-1.19.1-1}
 port=${LLMFLEET_NVIDIA_APT_REPO_PORT:-18086}
-root=/var/lib/llmfleet-testbed/nvidia-apt-repo
+root=${LLMFLEET_NVIDIA_APT_REPO_ROOT:-/var/lib/llmfleet-testbed/nvidia-apt-repo}
 doubles="$top/tests/doubles/nvidia-container-toolkit"
 hash=$( (cd "$doubles" && find . -type f | LC_ALL=C sort | xargs sha256sum; sha256sum "$self"; echo "$version") \
         | sha256sum | cut -c1-16)

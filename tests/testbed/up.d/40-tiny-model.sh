@@ -3,6 +3,7 @@
 # inside the vllm-cpu image: the host venv has no torch) into .cache/models/tiny-qwen3-moe, cached by the
 # script's hash and the image's recipe hash. Appends LLMFLEET_TEST_MODEL_DIR=<absolute path>.
 # Usage: 40-tiny-model.sh ENV_FILE
+# testbed-needs: vllm-image
 set -euo pipefail
 env_file=${1:?usage: 40-tiny-model.sh ENV_FILE}
 top=$(cd "$(dirname "$0")/../../.." && pwd)

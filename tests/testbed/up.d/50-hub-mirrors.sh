@@ -7,6 +7,7 @@
 # Idempotent: a second run reuses the repo, the wheels and servers that still answer.
 # Appends: LLMFLEET_TEST_HUB_REPO, LLMFLEET_TEST_HUB_COMMIT, LLMFLEET_TEST_HUB_MODEL_DIR,
 #   LLMFLEET_TEST_HF_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_MS_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_WHEELHOUSE.
+# testbed-needs: 40-tiny-model venv
 set -euo pipefail
 env_file=${1:?usage: 50-hub-mirrors.sh ENV_FILE}
 top=$(cd "$(dirname "$0")/../../.." && pwd)
