@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """P5 cold (#18): `make demo` on a machine without the test bed, timed beside a shared test bed it leaves alone.
 
     python3 tests/bench/p5_cold_demo.py [--modes overlap,serial] [--no-demo] [--keep] [--out FILE] [--append]
@@ -51,8 +51,8 @@ def loadavg():
         return [float(x) for x in fh.read().split()[:3]]
 
 
-def sh(cmd, **kw):
-    return subprocess.run(cmd, shell=True, text=True, capture_output=True, **kw)
+def sh(cmd, check=False):
+    return subprocess.run(cmd, shell=True, text=True, capture_output=True, check=check)
 
 
 def listening_pid(port):
@@ -152,7 +152,7 @@ def cleanup(mode, scratch, prefix, ports, before_dangling):
     sh(f"docker rm -f -v {prefix}")
     ours = sh("docker images --no-trunc --format '{{.Repository}}:{{.Tag}} {{.ID}}'").stdout.splitlines()
     ours = [line.split() for line in ours if line.startswith((f"{prefix}/", f"127.0.0.1:{reg}/"))]
-    our_ids = {i for _, i in ours}
+    our_ids = {image_id for _ref, image_id in ours}
     # The builder stages of our `docker build`s (classic builder: left as dangling images): new dangling images
     # that descend from one of ours; anyone else's are left alone.
     builders = []
@@ -165,7 +165,7 @@ def cleanup(mode, scratch, prefix, ports, before_dangling):
     if builders:
         sh("docker rmi " + " ".join(builders))
     if ours:
-        sh("docker rmi " + " ".join(ref for ref, _ in ours))
+        sh("docker rmi " + " ".join(ref for ref, _image_id in ours))
     for port in ports:
         pid = listening_pid(port)
         if pid:
