@@ -15,6 +15,8 @@ hash=$( (cd "$dir" && find . -type f ! -name '*.pyc' | LC_ALL=C sort | xargs sha
        | sha256sum | cut -c1-16)
 prefix=${LLMFLEET_TESTBED_IMAGE_REPO:-llmfleet-testbed}
 ref="$prefix/$name:$hash"
+# LLMFLEET_TESTBED_IMAGE_REF_ONLY=1: print the reference this recipe builds, build nothing.
+if [ "${LLMFLEET_TESTBED_IMAGE_REF_ONLY:-}" = 1 ]; then echo "$ref"; exit 0; fi
 if ! docker image inspect "$ref" >/dev/null 2>&1; then
   echo "testbed: building $ref" >&2
   start=$(date +%s)

