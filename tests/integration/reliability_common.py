@@ -113,6 +113,21 @@ def run_playbook(playbook, inventory, extravars=None, envvars=None, keep=False, 
     return run
 
 
+def docker(*args, check=True, timeout=120):
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def local_image_id(ref):
+    """The ID of image ref in the local Docker engine; None when ref is empty or absent, or there is no engine."""
+    if not ref:
+        return None
+    try:
+        r = docker("image", "inspect", "--format", "{{.Id}}", ref, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (r.stdout.strip() or None) if r.returncode == 0 else None
+
+
 def module_result(module, args, workdir, timeout=300):
     """One task of `module` with `args` on this machine (ansible-playbook, local connection, this Python): the
     task's result as the json callback reports it. The arguments travel in a vars file (a vLLM help text is larger

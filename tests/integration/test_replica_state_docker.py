@@ -9,7 +9,6 @@ The containers log every request they get, so `docker logs` counts how often the
 (the host image); about 10 s.
 """
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -21,25 +20,14 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reliability_common import load_env, module_result  # noqa: E402
+from reliability_common import docker, load_env, local_image_id, module_result  # noqa: E402
 
 IMAGE = os.environ.get("MOLECULE_HOST_IMAGE") or load_env().get("MOLECULE_HOST_IMAGE", "")
 
 
-def docker(*args, check=True):
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=120)
-
-
-def image_present():
-    try:
-        return bool(IMAGE) and docker("image", "inspect", IMAGE, check=False).returncode == 0
-    except OSError:
-        return False
-
-
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not image_present(), reason="needs `make testbed` (the host image MOLECULE_HOST_IMAGE: %r)"
+    pytest.mark.skipif(not local_image_id(IMAGE), reason="needs `make testbed` (the host image MOLECULE_HOST_IMAGE: %r)"
                        % IMAGE),
 ]
 

@@ -7,7 +7,6 @@ two runs of the image, about 30 s in all.
 """
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -15,25 +14,11 @@ import uuid
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reliability_common import TOP, load_env, module_result  # noqa: E402
+from reliability_common import TOP, docker, load_env, local_image_id, module_result  # noqa: E402
 
 IMAGE = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE") or load_env().get("LLMFLEET_TEST_VLLM_IMAGE", "")
+IMAGE_ID = local_image_id(IMAGE)
 ARGS = ["/models/tiny", "--max-model-len", "2048"]
-
-
-def docker(*args, check=True):
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=120)
-
-
-def image_id():
-    try:
-        r = docker("image", "inspect", "--format", "{{.Id}}", IMAGE, check=False) if IMAGE else None
-    except OSError:
-        return None
-    return r.stdout.strip() if r is not None and r.returncode == 0 else None
-
-
-IMAGE_ID = image_id()
 
 pytestmark = [
     pytest.mark.integration,
