@@ -85,14 +85,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import (
     dpkg_states,
     unit_properties,
 )
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError, UnicodeDecodeError):
-        return None
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import read_text
 
 
 def main():
@@ -105,7 +98,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    files = dict((path, _read(path)) for path in p["files"])
+    files = dict((path, read_text(path)) for path in p["files"])
 
     out = ""
     dpkg = module.get_bin_path("dpkg-query") if p["packages"] else None

@@ -102,7 +102,11 @@ options:
     type: int
     default: 3
   read_files:
-    description: Small state files to return the content of (RV(files)), for example a record the role keeps.
+    description:
+      - Small state files to return the content of (RV(files)).
+      - It exists so that the C(vllm_server) role reads its engine-cache record (C(.llmfleet-images) in the engine
+        cache directory) in the call it already makes, not in one more remote call. To read files in general, use
+        M(llmfleet.vllm.host_state) (its O(llmfleet.vllm.host_state#module:files) option).
     type: list
     elements: path
     default: []
@@ -196,6 +200,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
     unit_of_cgroup,
     unit_up,
 )
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import read_text
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import UNIT_PROPERTIES, unit_properties
 from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import model_dir_problems
 
@@ -207,14 +212,6 @@ def _mtime(path):
         return os.stat(path).st_mtime
     except OSError:
         return None
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return ""
 
 
 def _unit_active(module, unit):
@@ -241,7 +238,7 @@ def _socket_owners(inodes):
         held = set(link[8:-1] for link in links if link.startswith("socket:[")) & wanted
         if not held:
             continue
-        unit = unit_of_cgroup(_read(os.path.join("/proc", pid, "cgroup")))
+        unit = unit_of_cgroup(read_text(os.path.join("/proc", pid, "cgroup")) or "")
         if unit:
             for inode in held:
                 owners[inode] = unit
@@ -256,14 +253,6 @@ def _health(url, timeout):
         # What the replica answered all the same (e.g. 503 while its engine is down).
         return exc.code
     except (URLError, OSError, ValueError, HTTPException):
-        return None
-
-
-def _read_or_none(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError, UnicodeDecodeError):
         return None
 
 
@@ -307,13 +296,13 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    listening = listening_entries(_read("/proc/net/tcp") + "\n" + _read("/proc/net/tcp6"))
+    listening = listening_entries((read_text("/proc/net/tcp") or "") + "\n" + (read_text("/proc/net/tcp6") or ""))
     owners = _socket_owners([inode for _unused, _unused, inode in listening])
     # Where /proc/<pid>/fd of the edge's worker cannot be read (it drops to user haproxy and turns undumpable;
     # without CAP_SYS_PTRACE, e.g. in a container, root cannot look), the edge's own configuration says which
     # ports are its own while its unit runs.
     if p["edge"] and _unit_active(module, "llmfleet-edge.service"):
-        edge_ports = config_bind_ports(_read(p["edge_config"]))
+        edge_ports = config_bind_ports(read_text(p["edge_config"]) or "")
         for _unused, port, inode in listening:
             if port in edge_ports and inode not in owners:
                 owners[inode] = "llmfleet-edge.service"
@@ -386,14 +375,14 @@ def main():
             index = None
             if "model.safetensors.index.json" in names:
                 try:
-                    index = json.loads(_read(os.path.join(p["model_dir"], "model.safetensors.index.json")))
+                    index = json.loads(read_text(os.path.join(p["model_dir"], "model.safetensors.index.json")) or "")
                 except ValueError:
                     index = {}
             model_problems = model_dir_problems(names, index, where="the model directory %s" % p["model_dir"],
                                                 check_tokenizer=p["check_tokenizer"])
 
     units = dict((unit, _unit_show(module, systemctl, unit)) for unit in p["units"])
-    files = dict((path, _read_or_none(path)) for path in p["read_files"])
+    files = dict((path, read_text(path)) for path in p["read_files"])
     module.exit_json(changed=False, replicas=result_replicas, restart=restart, units=units, files=files,
                      listening_ports=sorted(set(port for _unused, port, _unused in listening)),
                      model_problems=model_problems)

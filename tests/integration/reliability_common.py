@@ -113,6 +113,41 @@ def run_playbook(playbook, inventory, extravars=None, envvars=None, keep=False, 
     return run
 
 
+def docker(*args, check=True, timeout=120):
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def local_image_id(ref):
+    """The ID of image ref in the local Docker engine; None when ref is empty or absent, or there is no engine."""
+    if not ref:
+        return None
+    try:
+        r = docker("image", "inspect", "--format", "{{.Id}}", ref, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (r.stdout.strip() or None) if r.returncode == 0 else None
+
+
+def module_result(module, args, workdir, timeout=300):
+    """One task of `module` with `args` on this machine (ansible-playbook, local connection, this Python): the
+    task's result as the json callback reports it. The arguments travel in a vars file (a vLLM help text is larger
+    than one command-line argument may be)."""
+    workdir = str(workdir)
+    with open(os.path.join(workdir, "module_args.json"), "w") as fh:
+        json.dump({"module_args": args}, fh)
+    with open(os.path.join(workdir, "module_play.yml"), "w") as fh:
+        fh.write("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - %s: '{{ module_args }}'\n" % module)
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1", **ansible_env())
+    r = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-c", "local",
+                        "-e", "ansible_python_interpreter=%s" % sys.executable,
+                        "-e", "@" + os.path.join(workdir, "module_args.json"), os.path.join(workdir, "module_play.yml")],
+                       cwd=TOP, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        return json.loads(r.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError("ansible-playbook rc %s:\n%s\n%s" % (r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
+
+
 def write_result(name, doc):
     os.makedirs(RESULTS_DIR, exist_ok=True)
     with open(os.path.join(RESULTS_DIR, name + ".json"), "w") as fh:
