@@ -20,8 +20,9 @@ DPKG_FORMAT = "${Package}\t${db:Status-Abbrev}\t${Version}\n"
 
 
 def dpkg_states(text, names):
-    """Each of names: installed (status 'ii': wanted install, state installed, no error), dpkg's status letters and
-    version. A package dpkg does not know (dpkg-query prints nothing for it) is not installed, with status ''."""
+    """Each of names: installed (status 'ii', or 'hi' for a package held with apt-mark hold: state installed, no
+    error), dpkg's status letters and version. A package dpkg does not know (dpkg-query prints nothing for it) is not
+    installed, with status ''. A name asked with its architecture (libc6:amd64) is printed without it."""
     found = {}
     for line in str(text or "").splitlines():
         cols = line.split("\t")
@@ -30,9 +31,11 @@ def dpkg_states(text, names):
         # Multi-arch packages print as name:arch; the caller asks by plain name.
         name = cols[0].split(":", 1)[0]
         status = cols[1].strip()
-        found[name] = {"installed": status == "ii", "status": status,
-                       "version": cols[2].strip() if len(cols) > 2 and status == "ii" else ""}
-    return dict((name, found.get(name, {"installed": False, "status": "", "version": ""})) for name in names)
+        installed = status in ("ii", "hi")
+        found[name] = {"installed": installed, "status": status,
+                       "version": cols[2].strip() if len(cols) > 2 and installed else ""}
+    missing = {"installed": False, "status": "", "version": ""}
+    return dict((name, found.get(name, found.get(name.split(":", 1)[0], missing))) for name in names)
 
 
 def unit_properties(text):

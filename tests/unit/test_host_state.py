@@ -19,10 +19,13 @@ NOT_A_PACKAGE = "llmfleet-no-such-package"
 # `dpkg-query --show --showformat=<host_state.DPKG_FORMAT> dpkg iproute2 llmfleet-unpacked haproxy` on the
 # Debian 12 test host image (llmfleet-testbed/debian12-systemd), after `dpkg -r iproute2` (removed, its
 # configuration files left) and `dpkg --unpack` of a package built with dpkg-deb (unpacked, not configured).
-# It exited 1 and printed "dpkg-query: no packages found matching haproxy" on stderr.
+# It exited 1 and printed "dpkg-query: no packages found matching haproxy" on stderr. The last two lines: a
+# deployed test host after `apt-mark hold docker.io`, asked for docker.io, libc6:amd64 and libc6 (one line for both).
 DPKG_CAPTURED = ("dpkg\tii \t1.21.23\n"
                  "iproute2\trc \t6.1.0-3\n"
-                 "llmfleet-unpacked\tiU \t1.0-1\n")
+                 "llmfleet-unpacked\tiU \t1.0-1\n"
+                 "docker.io\thi \t20.10.24+dfsg1-1+deb12u1+b6\n"
+                 "libc6\tii \t2.36-9+deb12u14\n")
 
 # `systemctl show <unit> --property=LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload` on a booted
 # test host of that image: a running service, and a unit that does not exist (systemctl exits 0 for it too).
@@ -37,6 +40,13 @@ def test_dpkg_states_reads_installed_half_installed_and_unknown_packages():
     assert states["iproute2"] == {"installed": False, "status": "rc", "version": ""}
     assert states["llmfleet-unpacked"] == {"installed": False, "status": "iU", "version": ""}
     assert states["haproxy"] == {"installed": False, "status": "", "version": ""}
+
+
+def test_dpkg_states_counts_a_held_package_and_a_name_with_its_architecture_as_installed():
+    # A held docker.io is installed: docker_engine must not call apt for it on every run.
+    states = dpkg_states(DPKG_CAPTURED, ["docker.io", "libc6:amd64"])
+    assert states["docker.io"] == {"installed": True, "status": "hi", "version": "20.10.24+dfsg1-1+deb12u1+b6"}
+    assert states["libc6:amd64"] == {"installed": True, "status": "ii", "version": "2.36-9+deb12u14"}
 
 
 def test_unit_properties():
