@@ -12,7 +12,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import unit_up
+from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import replica_actions, unit_up
 
 
 def llmfleet_unit_up(unit, running=False):
@@ -23,6 +23,13 @@ def llmfleet_unit_up(unit, running=False):
     return unit_up(unit, running=bool(running))
 
 
+def llmfleet_replica_actions(states, names, written, config_dir, unit_file):
+    if not isinstance(states, list) or not all(isinstance(state, dict) for state in states):
+        raise AnsibleFilterError("replica_actions expects replica_state's replicas (a list of dicts), got %s"
+                                 % type(states).__name__)
+    return replica_actions(states, list(names or []), list(written or []), str(config_dir), str(unit_file))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"unit_up": llmfleet_unit_up}
+        return {"unit_up": llmfleet_unit_up, "replica_actions": llmfleet_replica_actions}

@@ -199,3 +199,40 @@ def unit_up(unit, running=False):
     if unit.get("ActiveState") != "active" or unit.get("UnitFileState") != "enabled":
         return False
     return unit.get("SubState") == "running" if running else True
+
+
+def replica_actions(states, names, written, config_dir, unit_file):
+    """What the serve role does with each replica in this run, from what replica_state read before any file was
+    written (states: its `replicas`, each with name, action, up, unit, health) and the files written since
+    (written: the paths whose content changed).
+
+    names: the replicas to serve, in order; config_dir: where each replica's vllm-<name>.{env,unit.conf,run} live;
+    unit_file: the replica unit template. Returns, names as strings in the order of names:
+      restart     a replica replica_state says must restart, or whose files (or the unit template) changed now;
+      start       a replica whose unit is not up (not running, or not enabled);
+      background  of those, a replica with nothing running (no unit yet, stopped or failed): it starts in the
+                  background, as there is no serving replica to keep;
+      foreground  the other replicas to restart or start, one at a time, so the others keep serving;
+      daemon_reload  the unit template changed now, or systemd has not loaded the one written last;
+      gate        anything to start or restart, or a replica that did not answer /health with 200 when read.
+    """
+    by_name = dict((str(state.get("name")), state) for state in states or [])
+    written = set(written or [])
+    unit_changed = unit_file in written
+    names = [str(name) for name in names]
+    restart, start, background = [], [], []
+    for name in names:
+        state = by_name.get(name, {})
+        own = set("%s/vllm-%s.%s" % (config_dir, name, ext) for ext in ("env", "unit.conf", "run"))
+        if state.get("action") == "restarted" or unit_changed or own & written:
+            restart.append(name)
+        if not state.get("up"):
+            start.append(name)
+            if (state.get("unit") or {}).get("ActiveState", "") in ("", "inactive", "failed"):
+                background.append(name)
+    foreground = [name for name in names if (name in restart or name in start) and name not in background]
+    daemon_reload = unit_changed or any((by_name.get(name, {}).get("unit") or {}).get("NeedDaemonReload") == "yes"
+                                        for name in names)
+    gate = bool(restart or start) or any(by_name.get(name, {}).get("health") != 200 for name in names)
+    return {"restart": restart, "start": start, "background": background, "foreground": foreground,
+            "daemon_reload": daemon_reload, "gate": gate}
