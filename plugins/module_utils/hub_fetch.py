@@ -17,6 +17,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -473,6 +475,32 @@ def _statvfs_free(path):
     return st.f_bavail * st.f_frsize
 
 
+def _placement_lock(path, dest, progress_file):
+    """An exclusive lock (flock) on path, with this process's id in it, for the rest of this process's life.
+
+    A second writer into the same staging directory would corrupt it: a background fetch left running by an
+    interrupted or failed play, or another ansible-playbook run on the same host. Raises FetchError naming the
+    holder instead of waiting for it (its job may have no one following it any more)."""
+    handle = open(path, "a+")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (IOError, OSError) as e:
+        if e.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        raise FetchError("another model_fetch%s is placing %s now (a background fetch left by an interrupted or "
+                         "failed run, or another ansible-playbook run on this host); nothing was changed. Let it "
+                         "finish (its progress: %s) or stop it, then run again."
+                         % (" (pid %s)" % holder if holder.isdigit() else "", dest, progress_file))
+    handle.seek(0)
+    handle.truncate()
+    handle.write("%d\n" % os.getpid())
+    handle.flush()
+    return handle
+
+
 def fetch(params, check_mode=False, warn=None):
     """Place the verified model directory params["dest"] describes (model_fetch's options, defaults applied).
 
@@ -610,7 +638,8 @@ def fetch(params, check_mode=False, warn=None):
         return "would fetch %d files (%s) into %s" % (
             len(plan_fetch), W.human_bytes(result["bytes_to_fetch"]), dest), result
 
-    # 5. Assemble in staging.
+    # 5. Assemble in staging, one writer at a time: held until this process ends (the module exits right after).
+    placement_lock = _placement_lock(os.path.join(parent, ".%s.lock" % name), dest, progress_file)
     os.makedirs(staging, exist_ok=True)
     for f in incomplete_files(os.path.join(staging, ".cache")):
         result["partial_bytes_discarded"] += os.path.getsize(f)
@@ -716,6 +745,7 @@ def fetch(params, check_mode=False, warn=None):
         "digests": dict((k, v["digest"]) for k, v in verified_now.items())})
     os.unlink(os.path.join(staging, W.VERIFIED_NAME))
     place(staging, dest)
+    placement_lock.close()
     prog.staging = dest
     rec = prog.stop("done")
     result["changed"] = True

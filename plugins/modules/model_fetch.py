@@ -16,6 +16,10 @@ description:
   - Builds the model directory in a staging directory on the same filesystem as O(dest), verifies it, and
     only then moves it into place with a rename (an atomic swap when O(dest) already exists), so O(dest)
     is never a half-written model.
+  - One writer at a time. Outside check mode the module holds an exclusive lock (C(.<name>.lock) next to O(dest),
+    holding its process id) from its first write until the directory is in place. A second run finds the lock and
+    fails at once, naming the holder and changing nothing. That second run may be a background fetch left running
+    by an interrupted or failed play, or another ansible-playbook run on the same host.
   - Downloads use the official clients only (C(huggingface_hub), which uses C(hf-xet) when the hub lists
     Xet hashes; the C(modelscope) SDK). They must be importable by the Python that runs this module
     (the C(model_weights) role installs them into a virtualenv and points C(ansible_python_interpreter) at it).

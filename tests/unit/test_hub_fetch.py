@@ -3,6 +3,7 @@
 The hub paths (huggingface_hub, modelscope) run against local hubs in tests/integration/test_model_fetch_faults.py
 and molecule/model_weights; here: host directories and archives, verification, placement, progress.
 """
+import fcntl
 import hashlib
 import json
 import os
@@ -45,6 +46,26 @@ def params(**kw):
     p = dict(DEFAULTS)
     p.update(kw)
     return p
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_model_directory(tmp_path):
+    # As a background fetch left running by an interrupted run would hold it (flock: another open file counts as
+    # another writer, even in this process).
+    src = make_model(tmp_path / "src")
+    dest = tmp_path / "models" / "tiny"
+    dest.parent.mkdir()
+    holder = open(str(dest.parent / ".tiny.lock"), "w")
+    fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+    holder.write("4242\n")
+    holder.flush()
+    with pytest.raises(H.FetchError, match=r"another model_fetch \(pid 4242\) is placing .*tiny now.*nothing was changed"):
+        H.fetch(params(source="local", local_path=str(src), dest=str(dest)))
+    assert not dest.exists() and not (dest.parent / ".tiny.partial").exists()
+    # Check mode (the role's plan) only reads, so it is not refused.
+    assert H.fetch(params(source="local", local_path=str(src), dest=str(dest)), check_mode=True)[1]["changed"]
+    holder.close()
+    msg, result = H.fetch(params(source="local", local_path=str(src), dest=str(dest)))
+    assert result["changed"] and (dest / "model.safetensors").exists()
 
 
 def test_local_source_is_copied_verified_and_placed_then_a_rerun_changes_nothing(tmp_path):
