@@ -476,29 +476,47 @@ def _statvfs_free(path):
 
 
 def _placement_lock(path, dest, progress_file):
-    """An exclusive lock (flock) on path, with this process's id in it, for the rest of this process's life.
+    """An exclusive lock (flock) on path, with this process's id in it, until _placement_unlock.
 
     A second writer into the same staging directory would corrupt it: a background fetch left running by an
     interrupted or failed play, or another ansible-playbook run on the same host. Raises FetchError naming the
-    holder instead of waiting for it (its job may have no one following it any more)."""
-    handle = open(path, "a+")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (IOError, OSError) as e:
-        if e.errno not in (errno.EAGAIN, errno.EACCES):
-            raise
-        handle.seek(0)
-        holder = handle.read().strip()
+    holder instead of waiting for it (its job may have no one following it any more). The holder removes the file
+    when the directory is in place; a lock taken on a file removed meanwhile is taken again on the new one."""
+    while True:
+        handle = open(path, "a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (IOError, OSError) as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            raise FetchError("another model_fetch%s is placing %s now (a background fetch left by an interrupted or "
+                             "failed run, or another ansible-playbook run on this host); nothing was changed. Let "
+                             "it finish (its progress: %s) or stop it, then run again."
+                             % (" (pid %s)" % holder if holder.isdigit() else "", dest, progress_file))
+        try:
+            same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+        except OSError:
+            same = False
+        if same:
+            break
         handle.close()
-        raise FetchError("another model_fetch%s is placing %s now (a background fetch left by an interrupted or "
-                         "failed run, or another ansible-playbook run on this host); nothing was changed. Let it "
-                         "finish (its progress: %s) or stop it, then run again."
-                         % (" (pid %s)" % holder if holder.isdigit() else "", dest, progress_file))
     handle.seek(0)
     handle.truncate()
     handle.write("%d\n" % os.getpid())
     handle.flush()
     return handle
+
+
+def _placement_unlock(handle):
+    """Remove the lock file (nothing is left next to the model directory), then release the lock."""
+    try:
+        os.unlink(handle.name)
+    except OSError:
+        pass
+    handle.close()
 
 
 def fetch(params, check_mode=False, warn=None):
@@ -638,7 +656,7 @@ def fetch(params, check_mode=False, warn=None):
         return "would fetch %d files (%s) into %s" % (
             len(plan_fetch), W.human_bytes(result["bytes_to_fetch"]), dest), result
 
-    # 5. Assemble in staging, one writer at a time: held until this process ends (the module exits right after).
+    # 5. Assemble in staging, one writer at a time (a failed run's lock goes with its process).
     placement_lock = _placement_lock(os.path.join(parent, ".%s.lock" % name), dest, progress_file)
     os.makedirs(staging, exist_ok=True)
     for f in incomplete_files(os.path.join(staging, ".cache")):
@@ -745,7 +763,7 @@ def fetch(params, check_mode=False, warn=None):
         "digests": dict((k, v["digest"]) for k, v in verified_now.items())})
     os.unlink(os.path.join(staging, W.VERIFIED_NAME))
     place(staging, dest)
-    placement_lock.close()
+    _placement_unlock(placement_lock)
     prog.staging = dest
     rec = prog.stop("done")
     result["changed"] = True

@@ -66,6 +66,8 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_model_directory(tm
     holder.close()
     msg, result = H.fetch(params(source="local", local_path=str(src), dest=str(dest)))
     assert result["changed"] and (dest / "model.safetensors").exists()
+    # No lock is left next to the model directory (the progress file is the role's to remove).
+    assert sorted(os.listdir(dest.parent)) == [".tiny.progress.json", "tiny"]
 
 
 def test_local_source_is_copied_verified_and_placed_then_a_rerun_changes_nothing(tmp_path):
