@@ -38,15 +38,7 @@ def model_dir_digest(path):
     directory or holds no file."""
     if not path or not os.path.isdir(path):
         return None
-    text = read_text(os.path.join(path, WEIGHTS_MARKER))
-    if text:
-        try:
-            digest = manifest_digest(json.loads(text))
-        except (ValueError, TypeError, AttributeError):
-            digest = None
-        if digest:
-            return digest
-    listing = {}
+    stats = {}
     for root, _dirs, files in os.walk(path):
         for name in files:
             full = os.path.join(root, name)
@@ -54,5 +46,13 @@ def model_dir_digest(path):
                 st = os.stat(full)
             except OSError:
                 continue
-            listing[os.path.relpath(full, path)] = (st.st_size, st.st_mtime_ns)
-    return listing_digest(listing)
+            stats[os.path.relpath(full, path)] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    text = read_text(os.path.join(path, WEIGHTS_MARKER))
+    if text:
+        try:
+            digest = manifest_digest(json.loads(text), dict((k, v[1:]) for k, v in stats.items()))
+        except (ValueError, TypeError, AttributeError):
+            digest = None
+        if digest:
+            return digest
+    return listing_digest(dict((k, v[:2]) for k, v in stats.items()))

@@ -37,17 +37,25 @@ def _digest(rows):
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def manifest_digest(marker):
+def _content(entry, digests, stats):
+    """A file's content identity: the hub's sha256, else the sha256 computed when it was verified, else its git blob
+    id; a file verified by size only (a local copy has no reference hash) is identified by the file itself
+    (modification time and inode: a new placement writes new files, a re-run that places nothing keeps them)."""
+    path = entry.get("path")
+    known = entry.get("sha256") or digests.get(path) or entry.get("git_sha1")
+    if known and known != "size-only":
+        return known
+    stat = (stats or {}).get(path)
+    return "file:%d:%d" % tuple(stat) if stat else "size-only"
+
+
+def manifest_digest(marker, stats=None):
     """The digest of a verified model directory's manifest (the weights role's .llmfleet-weights.json): each file's
-    path, size and content hash (the hub's sha256, else the sha256 computed when it was verified, else its git blob
-    id). None when the record lists no files."""
+    path, size and content identity (_content). stats: {path: (mtime_ns, inode)} of the files on disk, for those
+    verified by size only. None when the record lists no files."""
     files = (marker or {}).get("files") or []
     digests = (marker or {}).get("digests") or {}
-    rows = []
-    for entry in files:
-        path = entry.get("path")
-        content = entry.get("sha256") or digests.get(path) or entry.get("git_sha1") or ""
-        rows.append([path, int(entry.get("size") or 0), content])
+    rows = [[entry.get("path"), int(entry.get("size") or 0), _content(entry, digests, stats)] for entry in files]
     return _digest(sorted(rows)) if rows else None
 
 

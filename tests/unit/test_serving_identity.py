@@ -100,3 +100,29 @@ def test_without_a_known_good_configuration_the_message_says_there_was_none():
     msg = llmfleet_rollback_message("h1", ["0"], [], [], [], 0)
     assert "No known failure signature matched" in msg and "no known-good configuration" in msg
     assert "serving again" not in msg
+
+
+def test_a_file_verified_by_size_only_is_identified_by_the_file_on_disk():
+    """A local copy has no reference hash: its record says 'size-only', so the file itself (mtime, inode) tells a
+    new placement of other bytes with the same sizes from the same files left in place."""
+    local = {"files": [{"path": "w.safetensors", "size": 5}], "digests": {"w.safetensors": "size-only"}}
+    same = manifest_digest(local, {"w.safetensors": (100, 7)})
+    assert same == manifest_digest(local, {"w.safetensors": (100, 7)})
+    assert same != manifest_digest(local, {"w.safetensors": (100, 8)})
+    assert same != manifest_digest(local, {"w.safetensors": (101, 7)})
+    # A real content hash wins over the file's metadata.
+    hashed = {"files": [{"path": "w.safetensors", "size": 5, "sha256": SHA_A}]}
+    assert manifest_digest(hashed, {"w.safetensors": (1, 1)}) == manifest_digest(hashed, {"w.safetensors": (2, 2)})
+
+
+def test_model_dir_digest_changes_when_a_size_only_file_is_placed_again(tmp_path):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "w.safetensors").write_text("AAAA")
+    (d / ".llmfleet-weights.json").write_text(json.dumps(
+        {"files": [{"path": "w.safetensors", "size": 4}], "digests": {"w.safetensors": "size-only"}}))
+    first = host_files.model_dir_digest(str(d))
+    assert first == host_files.model_dir_digest(str(d))
+    (d / "w.safetensors.new").write_text("BBBB")
+    os.rename(str(d / "w.safetensors.new"), str(d / "w.safetensors"))
+    assert host_files.model_dir_digest(str(d)) != first
