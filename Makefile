@@ -29,7 +29,7 @@ FULL_SCENARIOS ?= fleet
 HOST_SCENARIOS ?= docker_engine nvidia_container_toolkit nvidia_driver
 DISTROS ?= debian13-systemd
 
-.PHONY: help venv testbed lint unit sanity install-test molecule molecule-distros integration test test-full demo build clean
+.PHONY: help venv testbed lint unit sanity install-test molecule molecule-distros integration test test-full demo build clean ee
 help:
 	@echo "make demo   - serve the tiny test model on a local test host (no GPU) and print the endpoint"
 	@echo "make test   - lint (ansible-lint production), unit tests, ansible-test sanity, install test,"
@@ -39,6 +39,7 @@ help:
 	@echo "make build  - build the collection tarball (ansible-galaxy collection build)"
 	@echo "make test-full - make test + the fleet scenario + full-deployment fault and secrets-audit tests"
 	@echo "              + make molecule-distros (host-layer scenarios on Debian 13)"
+	@echo "make ee    - build the execution environment (execution-environment.yml, docs/EE.md), cached by content hash"
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -94,6 +95,11 @@ test-full: test
 	$(MAKE) molecule SCENARIOS="$(FULL_SCENARIOS)"
 	$(MAKE) molecule-distros
 	set -a; . $(TESTBED); set +a; $(BIN)/python tests/reliability_report.py || true
+
+# The execution environment (ansible-builder, execution-environment.yml; docs/EE.md): ee/build.sh stages the
+# collection tarballs and tags the image with a content hash of its recipe, so a second run rebuilds nothing.
+ee: venv
+	ee/build.sh
 
 build: venv
 	mkdir -p $(CACHE)/dist
