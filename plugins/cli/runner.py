@@ -6,6 +6,8 @@
 
     llmfleet-run PLAYBOOK -i INVENTORY [-e key=value | -e @file ...] [--limit PATTERN] [--tags TAGS]
                  [--check] [--artifacts-dir DIR] [--keep-artifacts] [--json-out FILE] [--timeout S]
+                 [--ee IMAGE [--container-runtime docker|podman] [--ee-mount SRC:DST[:OPTS] ...]
+                  [--pass-env NAME ...] [--ee-option OPTION ...]]
 
 Each run gets a fresh ansible-runner private_data_dir (ansible-runner re-reads extra vars it finds in
 an old one), runs with the collection root as its project directory (so llmfleet.vllm.* resolves to
@@ -19,6 +21,14 @@ are written to a 0600 file outside the run directory, handed to ansible-playbook
 after the run. The run directory is removed unless --keep-artifacts; kept artifacts are scanned for
 every secret value (secret extra vars and secret-named environment variables) and any hit is
 overwritten in place and reported under ``warnings``.
+
+--ee IMAGE runs the playbook inside an execution environment (ansible-runner's process isolation, the
+container runtime starting IMAGE with the run directory mounted at /runner; docs/EE.md): this
+collection's playbooks (site.yml, playbooks/<name>.yml, or a name such as llmfleet.vllm.plan) run by
+name from the collection installed in the image; another playbook file is copied into the run's
+project directory; inventories are copied into the run directory. Only the environment variables named
+with --pass-env reach the container. Secret extra vars go to a 0600 file in the run's env/ directory
+(the container sees it at /runner/env/), given as ``-e @file`` and deleted after the run.
 """
 
 from __future__ import annotations
@@ -327,6 +337,65 @@ def _resolve_path(value: str, root: Path, what: str) -> str:
     raise ValueError(f"{what} {value!r} not found (looked relative to {os.getcwd()} and to the collection root {root})")
 
 
+FQCN_PLAYBOOK = re.compile(r"^[a-z0-9_]+\.[a-z0-9_]+\.[a-z0-9_]+$")
+EE_SECRETS_FILE = "llmfleet-secret-extravars.json"
+
+
+def ee_playbook(value: str, root: Path, fqcn_prefix: str) -> tuple[str, Path | None]:
+    """How a playbook argument runs inside an execution environment: (name for ansible-playbook, file to
+    copy into the run's project directory or None).
+
+    This collection's own playbooks (site.yml, playbooks/<name>.yml, relative to the collection root or
+    the current directory) run by name (``llmfleet.vllm.<name>``), so the copy installed in the image
+    runs; a collection playbook name runs as given; any other existing file is copied (only that file).
+    """
+    if FQCN_PLAYBOOK.match(value) and not Path(value).exists():
+        return value, None
+    path = Path(_resolve_path(value, root, "playbook"))
+    own = {(root / "site.yml").resolve(): "site"}
+    playbooks = root / "playbooks"
+    if playbooks.is_dir():
+        own.update({p.resolve(): p.stem for p in playbooks.glob("*.yml")})
+    if path in own:
+        return f"{fqcn_prefix}.{own[path]}", None
+    return path.name, path
+
+
+def ee_mount(value: str) -> str:
+    """Check one --ee-mount SRC:DST[:OPTS] (SRC must exist on this machine, DST be absolute)."""
+    parts = value.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise ValueError(f"--ee-mount {value!r}: expected SRC:DST or SRC:DST:OPTIONS "
+                         "(e.g. --ee-mount /var/run/docker.sock:/var/run/docker.sock)")
+    if not Path(parts[0]).exists():
+        raise ValueError(f"--ee-mount {value!r}: {parts[0]} does not exist on this machine")
+    if not parts[1].startswith("/"):
+        raise ValueError(f"--ee-mount {value!r}: the path in the container ({parts[1]}) must be absolute")
+    return value
+
+
+def passed_env(names: Iterable[str], environ: Mapping[str, str]) -> dict:
+    """The variables --pass-env names (NAME, or PREFIX* for every variable starting with PREFIX) that are set."""
+    out = {}
+    for name in names:
+        if name.endswith("*"):
+            out.update({k: v for k, v in environ.items() if k.startswith(name[:-1])})
+        elif name in environ:
+            out[name] = environ[name]
+    return out
+
+
+def ee_options_error(args: argparse.Namespace) -> str | None:
+    """The message for container options given without --ee (None when consistent)."""
+    if args.ee:
+        return None
+    given = [flag for flag, value in (("--container-runtime", args.container_runtime), ("--ee-mount", args.ee_mount),
+                                      ("--pass-env", args.pass_env), ("--ee-option", args.ee_option)) if value]
+    if given:
+        return f"{', '.join(given)} only apply with --ee IMAGE (a run in an execution environment)"
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llmfleet-run",
@@ -352,6 +421,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=int, metavar="SECONDS",
                         help="cancel the playbook after this many seconds (status 'timeout', rc 254)")
     parser.add_argument("-q", "--quiet", action="store_true", help="do not stream Ansible's output to stderr")
+    ee = parser.add_argument_group("execution environment (docs/EE.md)")
+    ee.add_argument("--ee", metavar="IMAGE",
+                    help="run inside this execution environment image (ansible-runner process isolation; "
+                         "make ee builds one); the collection's playbooks run from the image")
+    ee.add_argument("--container-runtime", choices=("docker", "podman"),
+                    help="the container runtime that starts the EE (default: docker)")
+    ee.add_argument("--ee-mount", action="append", default=[], metavar="SRC:DST[:OPTS]",
+                    help="bind-mount into the EE (repeatable), e.g. /var/run/docker.sock:/var/run/docker.sock for "
+                         "the community.docker connections, or a local model directory")
+    ee.add_argument("--pass-env", action="append", default=[], metavar="NAME",
+                    help="pass this environment variable into the EE (repeatable; PREFIX* for all that start "
+                         "with PREFIX); nothing else of this environment reaches it")
+    ee.add_argument("--ee-option", action="append", default=[], metavar="OPTION",
+                    help="an extra option for the container runtime's run command (repeatable), e.g. --network=host")
     return parser
 
 
@@ -366,6 +449,33 @@ def _inventory_args(values: list[str], root: Path) -> tuple[list[str], list[str]
     return paths, words
 
 
+def _fqcn_prefix(root: Path) -> str:
+    """namespace.name of the collection at root (galaxy.yml in a clone, MANIFEST.json when installed)."""
+    import yaml
+
+    if (root / "galaxy.yml").is_file():
+        info = yaml.safe_load((root / "galaxy.yml").read_text(encoding="utf-8"))
+    else:
+        info = json.loads((root / "MANIFEST.json").read_text(encoding="utf-8"))["collection_info"]
+    return f"{info['namespace']}.{info['name']}"
+
+
+def _copy_inventories(paths: list[str], private_data_dir: Path) -> list[str]:
+    """Copy each inventory (file or directory, with its group_vars / host_vars) into the run directory;
+    return the paths the container sees (/runner/inventories/<n>/<name>)."""
+    seen = []
+    for index, path in enumerate(paths):
+        src = Path(path)
+        dest = private_data_dir / "inventories" / str(index) / src.name
+        dest.parent.mkdir(parents=True)
+        if src.is_dir():
+            shutil.copytree(src, dest, symlinks=False)
+        else:
+            shutil.copy2(src, dest)
+        seen.append(f"/runner/inventories/{index}/{src.name}")
+    return seen
+
+
 def main(argv: list[str] | None = None) -> int:
     # Imported here so that --help and the pure helpers work without ansible-runner.
     import ansible_runner
@@ -374,10 +484,18 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    problem = ee_options_error(args)
+    if problem:
+        parser.error(problem)
     try:
         root = collection_root()
-        cpath = collections_path(root)
-        playbook = _resolve_path(args.playbook, root, "playbook")
+        if args.ee:
+            playbook, playbook_copy = ee_playbook(args.playbook, root, _fqcn_prefix(root))
+            mounts = [ee_mount(m) for m in args.ee_mount]
+            cpath = None
+        else:
+            playbook, playbook_copy = _resolve_path(args.playbook, root, "playbook"), None
+            cpath = collections_path(root)
         inventories, inventory_words = _inventory_args(args.inventory, root)
         extravars: dict = {}
         for arg in args.extra_vars:
@@ -396,22 +514,49 @@ def main(argv: list[str] | None = None) -> int:
     secret_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-secrets-"))  # 0700, never inside the run dir
 
     cmdline = list(inventory_words)
-    if secret_vars:
+    container: dict = {}
+    if args.ee:
+        # Everything the container needs lies in the run directory, which it sees at /runner.
+        env_dir = private_data_dir / "env"
+        env_dir.mkdir(mode=0o700)
+        if secret_vars:
+            _write_private_json(env_dir, EE_SECRETS_FILE, secret_vars)
+            cmdline += ["-e", "@/runner/env/" + EE_SECRETS_FILE]
+        project = private_data_dir / "project"
+        project.mkdir(mode=0o700)
+        if playbook_copy is not None:
+            shutil.copy2(playbook_copy, project / playbook_copy.name)
+        if (root / "ansible.cfg").is_file():
+            shutil.copy2(root / "ansible.cfg", project / "ansible.cfg")
+        inventories = _copy_inventories(inventories, private_data_dir)
+        container = {
+            "process_isolation": True,
+            "process_isolation_executable": args.container_runtime or "docker",
+            "container_image": args.ee,
+            "container_volume_mounts": mounts or None,
+            "container_options": args.ee_option or None,
+        }
+    elif secret_vars:
         cmdline += ["-e", "@" + str(_write_private_json(secret_dir, "extravars.json", secret_vars))]
     if args.check:
         cmdline.append("--check")
 
-    env_collections = [str(cpath)]
-    if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
-        env_collections.append(os.environ["ANSIBLE_COLLECTIONS_PATH"])
-    envvars = {"ANSIBLE_COLLECTIONS_PATH": ":".join(env_collections)}
-    # The ansible-playbook next to this interpreter first: the one installed with ansible-runner,
-    # also when the virtualenv is not activated (CI calling .venv/bin/llmfleet-run directly).
-    envvars["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+    if args.ee:
+        envvars = passed_env(args.pass_env, os.environ)
+        if (root / "ansible.cfg").is_file():
+            envvars["ANSIBLE_CONFIG"] = "/runner/project/ansible.cfg"
+    else:
+        env_collections = [str(cpath)]
+        if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
+            env_collections.append(os.environ["ANSIBLE_COLLECTIONS_PATH"])
+        envvars = {"ANSIBLE_COLLECTIONS_PATH": ":".join(env_collections)}
+        # The ansible-playbook next to this interpreter first: the one installed with ansible-runner,
+        # also when the virtualenv is not activated (CI calling .venv/bin/llmfleet-run directly).
+        envvars["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+        if (root / "ansible.cfg").is_file():
+            envvars["ANSIBLE_CONFIG"] = str(root / "ansible.cfg")
     if not sys.stderr.isatty():  # Ansible writes to a pty here; colours only help a terminal reader
         envvars["ANSIBLE_NOCOLOR"] = "1"
-    if (root / "ansible.cfg").is_file():
-        envvars["ANSIBLE_CONFIG"] = str(root / "ansible.cfg")
 
     events: list[dict] = []
     stdout_lines: list[str] = []
@@ -438,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = ansible_runner.run(
             private_data_dir=str(private_data_dir),
-            project_dir=str(root),
+            project_dir=None if args.ee else str(root),
             playbook=playbook,
             inventory=inventories if inventories else [],
             extravars=public_vars or None,
@@ -452,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
             event_handler=on_event,
             cancel_callback=lambda: cancel["requested"],
             timeout=args.timeout,
+            **container,
         )
         status, rc = result.status, result.rc
     except Exception as exc:  # ansible-runner could not start the run: report it like a failed run
@@ -460,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.monotonic() - started
         signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(secret_dir, ignore_errors=True)
+        (private_data_dir / "env" / EE_SECRETS_FILE).unlink(missing_ok=True)
         # Scan also when the directory is about to go: a leak is worth a warning either way.
         redact_command_env(private_data_dir / "artifacts")
         hits = scrub_tree(private_data_dir, secrets)
