@@ -26,7 +26,7 @@ overwritten in place and reported under ``warnings``.
 container runtime starting IMAGE with the run directory mounted at /runner; docs/EE.md): this
 collection's playbooks (site.yml, playbooks/<name>.yml, or a name such as llmfleet.vllm.plan) run by
 name from the collection installed in the image; another playbook file is copied into the run's
-project directory; inventories are copied into the run directory. Only the environment variables named
+project directory; inventories are copied into the run directory's inventory/. Only the environment variables named
 with --pass-env reach the container. Secret extra vars go to a 0600 file in the run's env/ directory
 (the container sees it at /runner/env/), given as ``-e @file`` and deleted after the run.
 """
@@ -460,20 +460,23 @@ def _fqcn_prefix(root: Path) -> str:
     return f"{info['namespace']}.{info['name']}"
 
 
-def _copy_inventories(paths: list[str], private_data_dir: Path) -> list[str]:
-    """Copy each inventory (file or directory, with its group_vars / host_vars) into the run directory;
-    return the paths the container sees (/runner/inventories/<n>/<name>)."""
-    seen = []
+def _copy_inventories(paths: list[str], private_data_dir: Path) -> None:
+    """Copy the inventories into the run directory's inventory/, the one path ansible-runner gives
+    ansible-playbook in a container (/runner/inventory): one directory as it is, otherwise each into
+    inventory/<n>-<name>/; a file inventory with its neighbouring group_vars/ and host_vars/."""
+    target = private_data_dir / "inventory"
     for index, path in enumerate(paths):
         src = Path(path)
-        dest = private_data_dir / "inventories" / str(index) / src.name
-        dest.parent.mkdir(parents=True)
         if src.is_dir():
-            shutil.copytree(src, dest, symlinks=False)
-        else:
-            shutil.copy2(src, dest)
-        seen.append(f"/runner/inventories/{index}/{src.name}")
-    return seen
+            dest = target if len(paths) == 1 else target / f"{index}-{src.name}"
+            shutil.copytree(src, dest)
+            continue
+        dest = target if len(paths) == 1 else target / f"{index}-{src.stem}"
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / src.name)
+        for neighbour in ("group_vars", "host_vars"):
+            if (src.parent / neighbour).is_dir():
+                shutil.copytree(src.parent / neighbour, dest / neighbour)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -528,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copy2(playbook_copy, project / playbook_copy.name)
         if (root / "ansible.cfg").is_file():
             shutil.copy2(root / "ansible.cfg", project / "ansible.cfg")
-        inventories = _copy_inventories(inventories, private_data_dir)
+        _copy_inventories(inventories, private_data_dir)
+        inventories = []  # in a container, ansible-runner always passes -i /runner/inventory
         container = {
             "process_isolation": True,
             "process_isolation_executable": args.container_runtime or "docker",

@@ -117,9 +117,9 @@ def test_ee_run_asks_runner_for_process_isolation_with_secrets_in_the_run_direct
     assert kw["envvars"]["LLMFLEET_TEST_REGISTRY"] == "127.0.0.1:5000"
     assert "HF_TOKEN" not in kw["envvars"] and "PATH" not in kw["envvars"]
     assert kw["envvars"]["ANSIBLE_CONFIG"] == "/runner/project/ansible.cfg"
-    # The inventory, with its group_vars, is copied where the container sees it.
-    assert kw["inventory"] == ["/runner/inventories/0/inv"]
-    assert "inventories/0/inv/group_vars/all/main.yml" in record.files
+    # The inventory, with its group_vars, is copied where ansible-runner points a container (/runner/inventory).
+    assert kw["inventory"] == []
+    assert {"inventory/hosts.yml", "inventory/group_vars/all/main.yml"} <= set(record.files)
     # The secret: a 0600 file in env/ during the run, only its container path on the command line, gone after.
     assert record.secret_file == ({"llmfleet_api_key": "sk-secret-value-9"}, 0o600)
     assert kw["cmdline"] == f"-e @/runner/env/{runner.EE_SECRETS_FILE}"
@@ -144,3 +144,18 @@ def test_ee_run_copies_a_playbook_of_its_own_and_uses_podman_when_asked(tmp_path
     assert record.kwargs["cmdline"] == "-i localhost,"
     assert set(record.kwargs["envvars"]) <= {"ANSIBLE_CONFIG", "ANSIBLE_NOCOLOR"}
     capsys.readouterr()
+
+
+def test_several_inventories_and_a_file_with_its_group_vars_are_copied(tmp_path):
+    one = tmp_path / "one"
+    (one / "group_vars").mkdir(parents=True)
+    (one / "hosts.yml").write_text("all: {}\n")
+    (one / "group_vars" / "all.yml").write_text("a: 1\n")
+    two = tmp_path / "two"
+    two.mkdir()
+    (two / "extra.ini").write_text("[g]\nh2\n")
+    pdd = tmp_path / "pdd"
+    pdd.mkdir()
+    runner._copy_inventories([str(one / "hosts.yml"), str(two)], pdd)
+    files = sorted(str(p.relative_to(pdd)) for p in pdd.rglob("*") if p.is_file())
+    assert files == ["inventory/0-hosts/group_vars/all.yml", "inventory/0-hosts/hosts.yml", "inventory/1-two/extra.ini"]
