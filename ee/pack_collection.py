@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -71,7 +71,7 @@ def pack(src: Path, out: Path) -> None:
                     tar.addfile(info, handle)
             else:
                 tar.addfile(info)
-    with gzip.GzipFile(filename="", fileobj=out.open("wb"), mode="wb", mtime=0) as gz:
+    with out.open("wb") as handle, gzip.GzipFile(filename="", fileobj=handle, mode="wb", mtime=0) as gz:
         gz.write(raw.getvalue())
 
 
