@@ -130,15 +130,13 @@ def deploy(host, work, ee_image=None):
     with os.fdopen(fd, "w") as fh:
         json.dump({"llmfleet_api_key": C.SENTINEL_API_KEY, "vllm_server_hf_token": C.SENTINEL_HUB_TOKEN,
                    "model_weights_token": C.SENTINEL_HUB_TOKEN}, fh)
-    stand_in = work / "demo_api_key"  # the demo inventory reads a key file; the vars file wins
-    stand_in.write_text("not-the-sentinel\n")
+    # The demo inventory's llmfleet_api_key (a key file's lookup) is never read: the vars file's value wins.
     run_env = {k: v for k, v in env.items() if k.startswith("LLMFLEET_TEST_")}
-    run_env["LLMFLEET_DEMO_API_KEY_FILE"] = str(stand_in)
     args = ["site.yml", "-i", inventory, "-e", f"@{secrets}",
             "-e", json.dumps({"vllm_server_start_timeout": C.START_TIMEOUT_S}),
             "--artifacts-dir", work / "runs", "--keep-artifacts", "--timeout", "2700", "-q"]
     if ee_image:
-        args += ["--ee", ee_image, "--pass-env", "LLMFLEET_TEST_*", "--pass-env", "LLMFLEET_DEMO_API_KEY_FILE",
+        args += ["--ee", ee_image, "--pass-env", "LLMFLEET_TEST_*",
                  "--ee-mount", "/var/run/docker.sock:/var/run/docker.sock",
                  "--ee-mount", f"{env['LLMFLEET_TEST_MODEL_DIR']}:{env['LLMFLEET_TEST_MODEL_DIR']}:ro",
                  "--ee-mount", f"{work}:{work}:ro"]
