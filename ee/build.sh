@@ -36,9 +36,9 @@ if [ -n "$ca" ] && [ -s "$ca" ]; then cp "$ca" "$stage/ca/build-ca.pem"; fi
 
 base=${LLMFLEET_EE_BASE_IMAGE:-$(tests/testbed/image.sh debian12-python)}
 # The hash: the recipe files, each tarball's FILES.json (a sha256 of every file it holds), the base image.
-hash=$( { sha256sum execution-environment.yml requirements.txt bindep.txt meta/execution-environment.yml \
-            $(find ee -type f ! -name '*.pyc' | LC_ALL=C sort);
-          for t in "$stage"/collections/*.tar.gz; do echo "$(basename "$t")"; tar -xzOf "$t" FILES.json; done;
+hash=$( { sha256sum execution-environment.yml requirements.txt bindep.txt meta/execution-environment.yml;
+          find ee -type f ! -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum;
+          for t in "$stage"/collections/*.tar.gz; do basename "$t"; tar -xzOf "$t" FILES.json; done;
           docker image inspect -f '{{.Id}}' "$base"; } | sha256sum | cut -c1-16)
 ref="$repo:$hash"
 if ! docker image inspect "$ref" >/dev/null 2>&1; then

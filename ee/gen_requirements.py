@@ -58,7 +58,7 @@ def render(pyproject: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--check", action="store_true", help="only check that requirements.txt is current")
     args = parser.parse_args(argv)
     text = render(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8")))

@@ -77,5 +77,5 @@ def pack(src: Path, out: Path) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        sys.exit(__doc__.split("\n\n")[1])
+        sys.exit(__doc__.split("\n\n", maxsplit=2)[1])
     pack(Path(sys.argv[1]), Path(sys.argv[2]))

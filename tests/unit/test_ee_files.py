@@ -43,7 +43,7 @@ def pyproject_spec(name):
 
 def test_requirements_txt_is_generated_from_pyproject():
     result = subprocess.run([sys.executable, str(ROOT / "ee" / "gen_requirements.py"), "--check"],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
 
 
@@ -152,7 +152,8 @@ def test_packed_artifact_installs_with_ansible_galaxy(tmp_path):
     galaxy = Path(sys.executable).parent / "ansible-galaxy"
     result = subprocess.run([str(galaxy), "collection", "install", "--offline", "-p", str(dest), str(out)],
                             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-                                                                 "ANSIBLE_COLLECTIONS_PATH": str(dest)})
+                                                                 "ANSIBLE_COLLECTIONS_PATH": str(dest)},
+                            check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert (dest / "ansible_collections" / "example" / "thing" / "plugins" / "modules" / "thing.py").read_text() \
         == "# a module\n"
