@@ -175,7 +175,7 @@ def format_problems(problems, image, image_id=None, vllm_version=None):
     out = []
     for p in problems:
         hint = ("did you mean %s?" % p["suggestion"]) if p["suggestion"] else \
-            "no similar flag exists (`vllm serve --help=all` in the image lists them)"
+            "no similar flag exists (`vllm serve --help=all` in the image lists them)."
         if p.get("var"):
             out.append("%s sets %s, which is not a `vllm serve` flag in %s: %s Fix or remove it in %s."
                        % (p["var"], p["flag"], where, hint, p["var"]))

@@ -622,3 +622,122 @@ def test_serve_refuses_an_incomplete_model_dir_before_writing(tmp_path):
     run, missing, clean = check(params)
     record("serve-model-dir-incomplete", params, run, clean)
     assert_refused(run, missing, params)
+
+
+# ---- issue 28: flags and head size against the pinned image, before anything changes -------------------------
+# The serve stage (vllm_flag_check) reads the image's `vllm serve` flags and its attention backends' head sizes in
+# one process and keeps them on the controller; preflight then checks vllm_server_args_extra and the model's head
+# size against them before the host stage. The model: tests/images/tiny-model/make_tiny_llama_hd16.py (a Llama
+# whose head size 16 vLLM's CPU attention cannot run: it starts, answers /health and dies on the first request).
+
+HD16_MODEL_DIR = os.environ.get("LLMFLEET_TEST_MODEL_HD16_DIR") or __import__("reliability_common").load_env().get(
+    "LLMFLEET_TEST_MODEL_HD16_DIR", "")
+PINNED_IMAGE = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE") or __import__("reliability_common").load_env().get(
+    "LLMFLEET_TEST_VLLM_IMAGE", "")
+
+
+@pytest.fixture(scope="module")
+def hd16_model(tmp_path_factory):
+    """The head-size-16 Llama: the test bed's copy, or generated here in the vLLM CPU image (about 10 s)."""
+    if HD16_MODEL_DIR and os.path.isfile(os.path.join(HD16_MODEL_DIR, "config.json")):
+        return HD16_MODEL_DIR
+    if not _image_present():
+        pytest.skip("needs the test bed's vLLM CPU image (make testbed)")
+    out = tmp_path_factory.mktemp("tiny-llama-hd16")
+    recipe = os.path.join(TOP, "tests", "images", "tiny-model")
+    subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "%d:%d" % (os.getuid(), os.getgid()),
+                    "-e", "HOME=/tmp", "-e", "PYTHONHASHSEED=0", "-v", recipe + ":/recipe:ro", "-v", "%s:/out" % out,
+                    "--entrypoint", "python3", VLLM_IMAGE, "/recipe/make_tiny_llama_hd16.py", "/out"],
+                   check=True, capture_output=True, timeout=300)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def flag_cache(tmp_path_factory):
+    """The controller's flag cache as the serve role writes it: vllm_flag_check's image_facts of the real image."""
+    if not _image_present():
+        pytest.skip("needs the test bed's vLLM CPU image (make testbed)")
+    from reliability_common import module_result
+    work = tmp_path_factory.mktemp("flag-cache")
+    result = module_result("llmfleet.vllm.vllm_flag_check", dict(
+        image=PINNED_IMAGE, cache_dir=str(work / "host-cache"), args=["/models/tiny"], return_image_facts=True), work)
+    assert not result.get("failed"), result.get("msg")
+    facts = result["image_facts"]
+    cache = work / "controller"
+    cache.mkdir()
+    (cache / (facts["image_id"].split(":")[1] + ".json")).write_text(json.dumps(facts))
+    return {"dir": str(cache), "facts": facts}
+
+
+def test_image_facts_carry_the_attention_backends_and_the_pin(flag_cache):
+    facts = flag_cache["facts"]
+    sizes = facts["attention"]["cpu"]["CPU_ATTN"]
+    assert 64 in sizes and 16 not in sizes, sizes
+    assert any(d.endswith("@" + PINNED_IMAGE.split("@")[1]) for d in facts["repo_digests"]), facts["repo_digests"]
+
+
+@pytest.mark.parametrize("cid,extra,fragments", [
+    ("args-extra-unknown-flag-preflight", {"turbo-mode": True},
+     ["vllm_server_args_extra sets --turbo-mode, which is not a `vllm serve` flag", "no similar flag exists"]),
+    ("args-extra-misspelled-flag-preflight", {"enable-prefix-cache": True},
+     ["vllm_server_args_extra sets --enable-prefix-cache", "did you mean --enable-prefix-caching?"]),
+], ids=["args-extra-unknown-flag-preflight", "args-extra-misspelled-flag-preflight"])
+def test_preflight_checks_args_extra_against_the_cached_flag_table(flag_cache, cid, extra, fragments):
+    params = dict(play=role_play("preflight"), what="%s (preflight, the pinned image's cached flags)" % cid,
+                  vars=dict(PRE_CPU, vllm_image_ref=PINNED_IMAGE, vllm_server_args_extra=extra,
+                            vllm_server_flag_cache_controller_dir=flag_cache["dir"]),
+                  fragments=fragments, env={}, absent=())
+    run, missing, clean = check(params)
+    record(cid, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+def test_preflight_refuses_a_head_size_the_image_cannot_run(flag_cache, hd16_model):
+    params = dict(play=role_play("preflight"), what="a head-size-16 model for the CPU engine (preflight, cached facts)",
+                  vars=dict(PRE_CPU, vllm_image_ref=PINNED_IMAGE, model_weights_source="local",
+                            model_weights_local_path=hd16_model,
+                            vllm_server_flag_cache_controller_dir=flag_cache["dir"]),
+                  fragments=["%s has attention head size 16" % hd16_model, "CPU_ATTN", "32, 64, 80"],
+                  env={}, absent=())
+    run, missing, clean = check(params)
+    record("head-size-16-preflight", params, run, clean)
+    assert_refused(run, missing, params)
+
+
+def test_preflight_with_the_cached_flag_table_accepts_known_flags_and_head_sizes(flag_cache):
+    run = run_playbook(role_play("preflight"), LOCALHOST, extravars=dict(
+        PRE_CPU, vllm_image_ref=PINNED_IMAGE, vllm_server_flag_cache_controller_dir=flag_cache["dir"],
+        vllm_server_args_extra={"enforce-eager": True, "distributed-executor-backend": "uni"},
+        model_weights_source="local",
+        model_weights_local_path=__import__("reliability_common").load_env().get("LLMFLEET_TEST_MODEL_DIR", TINY_MODEL_DIR)))
+    assert run.status == "successful", run.message or run.stdout[-3000:]
+
+
+@needs_image
+@pytest.mark.parametrize("cid,override,fragments", [
+    ("serve-args-extra-unknown-flag", {"vllm_server_args_extra": {"turbo-mode": True}},
+     ["vllm_server_args_extra sets --turbo-mode, which is not a `vllm serve` flag", "no similar flag exists",
+      "Nothing was restarted"]),
+    ("serve-args-extra-misspelled-flag", {"vllm_server_args_extra": {"max-batch-size": 8}},
+     ["vllm_server_args_extra sets --max-batch-size", "did you mean --max-num-seqs?"]),
+], ids=["serve-args-extra-unknown-flag", "serve-args-extra-misspelled-flag"])
+def test_serve_names_the_variable_of_an_unknown_flag(tmp_path, cid, override, fragments):
+    params = dict(play=role_play("vllm_server"), what="%s (vllm_server, the pinned image's own flags)" % cid,
+                  vars=_serve_vars(tmp_path, vllm_server_flag_cache_controller_dir=str(tmp_path / "flags"), **override),
+                  fragments=fragments, env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record(cid, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+@needs_image
+def test_serve_refuses_a_head_size_the_image_cannot_run_before_writing(tmp_path, hd16_model):
+    params = dict(play=role_play("vllm_server"), what="serve a head-size-16 model on the CPU engine",
+                  vars=_serve_vars(tmp_path, model=hd16_model,
+                                   vllm_server_flag_cache_controller_dir=str(tmp_path / "flags")),
+                  fragments=["The model in %s has attention head size 16" % hd16_model,
+                             "32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512", "Nothing was restarted"],
+                  env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record("serve-head-size-16", params, run, clean)
+    assert_refused(run, missing, params)
