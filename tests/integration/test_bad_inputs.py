@@ -402,6 +402,48 @@ def test_weights_dir_on_a_full_disk_is_refused(full_disk):
     assert os.listdir(full_disk) == [], "written on the full disk: %s" % os.listdir(full_disk)
 
 
+@pytest.mark.skipif(not HAVE_WEIGHTS_ROLE, reason="roles/model_weights is not in this checkout")
+def test_a_refused_placement_leaves_nothing_after_the_next_good_run(tmp_path):
+    """issue 28: a truncated shard in a local model directory is refused, and the next good run (the same files as
+    the directory in place, so nothing is placed again) removes the staging directory, lock and progress file the
+    refused one left next to the model directory (before, later good runs never did)."""
+    import shutil
+    ctl = tmp_path / "controller" / "tiny"
+    _model_dir(ctl, shards=2)
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        data = json.dumps({"w": {"dtype": "U8", "shape": [4096], "data_offsets": [0, 4096]}}).encode()
+        (ctl / name).write_bytes(len(data).to_bytes(8, "little") + data + b"\1" * 4096)
+    (ctl / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (ctl / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    good_shard = (ctl / "model-00002-of-00002.safetensors").read_bytes()
+    models = tmp_path / "models"
+    weights = dict(WEIGHTS, model_weights_source="local", model_weights_local_path=str(ctl),
+                   model_weights_dir=str(models / "tiny"), model_weights_repo_id="")
+    first = run_playbook(role_play("model_weights"), LOCALHOST, extravars=weights)
+    assert first.status == "successful", first.message or first.stdout[-3000:]
+    assert sorted(os.listdir(str(models))) == ["tiny"]
+
+    (ctl / "model-00002-of-00002.safetensors").write_bytes(good_shard[:-1000])     # truncated
+    refused = run_playbook(role_play("model_weights"), LOCALHOST, extravars=weights)
+    assert refused.status == "failed" and "not usable" in refused.message, refused.message
+    left = sorted(os.listdir(str(models)))
+    # Refused before anything was placed: the staging directory and progress stay for a resume, the lock does not.
+    assert ".tiny.partial" in left and ".tiny.progress.json" in left and ".tiny.lock" not in left, left
+    assert (models / "tiny" / "model-00002-of-00002.safetensors").read_bytes() == good_shard
+    record("refused-placement-leftovers", {"what": "truncated shard in a local model directory"}, refused,
+           refused.status == "failed")
+
+    (ctl / "model-00002-of-00002.safetensors").write_bytes(good_shard)              # the good copy again
+    good = run_playbook(role_play("model_weights"), LOCALHOST, extravars=weights)
+    assert good.status == "successful", good.message or good.stdout[-3000:]
+    assert sorted(os.listdir(str(models))) == ["tiny"], "left by the refused run: %s; after the good run: %s" % (
+        left, sorted(os.listdir(str(models))))
+    again = run_playbook(role_play("model_weights"), LOCALHOST, extravars=weights)
+    assert again.status == "successful" and again.changed_total == 0, again.changed_tasks
+    shutil.rmtree(str(tmp_path), ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def hub_root():
     """A small synthetic repo published as a local hub mirror tree (tests/testbed)."""
