@@ -783,3 +783,17 @@ def test_serve_refuses_a_head_size_the_image_cannot_run_before_writing(tmp_path,
     run, missing, clean = check(params)
     record("serve-head-size-16", params, run, clean)
     assert_refused(run, missing, params)
+
+
+def test_flag_check_accepts_a_head_size_the_image_runs(flag_cache, tmp_path):
+    """The control of the head-size refusal: the test bed's tiny Qwen3-MoE (head_dim 64), which the CPU engine
+    serves, passes the same check (from the facts the image gave: no image run here)."""
+    from reliability_common import module_result
+    model = __import__("reliability_common").load_env().get("LLMFLEET_TEST_MODEL_DIR", TINY_MODEL_DIR)
+    if not os.path.isfile(os.path.join(model, "config.json")):
+        pytest.skip("needs the test bed's tiny model (make testbed)")
+    result = module_result("llmfleet.vllm.vllm_flag_check", dict(
+        image=PINNED_IMAGE, cache_dir=str(tmp_path / "host-cache"), args=["/models/tiny"], model_dir=model,
+        accelerator="cpu", seed=json.dumps(flag_cache["facts"])), tmp_path)
+    assert not result.get("failed"), result.get("msg")
+    assert result["head_dim"] == 64 and result["facts_source"] == "seed"
