@@ -263,7 +263,7 @@ def main():
             model_source=dict(type="dict", default={}),
             token=dict(type="str", no_log=True),
             secrets=dict(type="list", elements="dict", default=[], no_log=False),
-            key_check=dict(type="dict"),
+            key_check=dict(type="dict", no_log=False),
             image=dict(type="dict"),
             ports=dict(type="dict"),
             flag_cache_dir=dict(type="path"),
