@@ -176,11 +176,11 @@ image_facts:
     help: {description: The C(vllm serve --help=all) text., type: str}
     version: {description: The vLLM version., type: str}
     envs: {description: The names vLLM reads from the environment., type: list, elements: str}
-    repo_digests: {description: The image's repository digests (how the controller finds it by its pin)., type: list, elements: str}
+    repo_digests: {description: "The image's repository digests (how the controller finds it by its pin).", type: list, elements: str}
     attention:
       description: Per accelerator, the attention backends and the head sizes each supports (empty list - any).
       type: dict
-    attention_dtypes: {description: Per accelerator and backend, the dtypes it serves., type: dict}
+    attention_dtypes: {description: "Per accelerator and backend, the dtypes it serves.", type: dict}
 attention:
   description: The image's attention backends and their head sizes (see RV(image_facts.attention)); null when unknown.
   returned: always
