@@ -431,10 +431,20 @@ def structural_check(root, manifest):
     return problems
 
 
-def place(staging, dest):
+def place(staging, dest, keep_previous=False):
     """Move staging into dest: a rename when dest is absent, else an atomic swap (renameat2 EXCHANGE) with
-    a fallback to two renames; the old directory is removed afterwards."""
+    a fallback to two renames; the old directory is removed afterwards, or, with keep_previous, kept as the one
+    previous generation next to dest (.<name>.previous, replacing an older one), which the serve stage swaps back
+    when the replicas cannot serve the new one. Files the new directory shares with the old (hard links of
+    unchanged files) cost no space twice."""
     if not os.path.exists(dest):
+        os.rename(staging, dest)
+        return
+    if keep_previous:
+        previous = previous_generation(dest)
+        if os.path.lexists(previous):
+            shutil.rmtree(previous)
+        os.rename(dest, previous)
         os.rename(staging, dest)
         return
     swapped = False
@@ -455,6 +465,11 @@ def place(staging, dest):
     os.rename(dest, old)
     os.rename(staging, dest)
     shutil.rmtree(old)
+
+
+def previous_generation(dest):
+    """Where place(keep_previous=True) keeps the directory that dest held before."""
+    return os.path.join(os.path.dirname(dest), ".%s.previous" % os.path.basename(dest))
 
 
 class _Warnings(list):
@@ -811,7 +826,7 @@ def _fetch(params, check_mode, warn, held):
         "identity": identity, "files": manifest, "verified_at": time.time(),
         "digests": dict((k, v["digest"]) for k, v in verified_now.items())})
     os.unlink(os.path.join(staging, W.VERIFIED_NAME))
-    place(staging, dest)
+    place(staging, dest, keep_previous=bool(p.get("keep_previous")))
     _placement_unlock(held.pop("lock"))
     prog.staging = dest
     rec = prog.stop("done")

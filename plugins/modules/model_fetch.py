@@ -109,6 +109,13 @@ options:
       reads every byte). Without it an existing matching O(dest) is checked by sizes only.
     type: bool
     default: false
+  keep_previous:
+    description:
+      - When O(dest) already holds another model directory, keep it next to O(dest) as C(.<name>.previous) (one
+        generation; an older one is removed) instead of deleting it, so that the serve stage can roll a replica
+        back to the weights it served. Unchanged files are hard links shared by both directories.
+    type: bool
+    default: false
   max_workers:
     description: Parallel file downloads / hashes.
     type: int
@@ -273,6 +280,7 @@ def main():
             environment=dict(type="str", choices=["prod", "dev"], default="dev"),
             verify_existing=dict(type="bool", default=False),
             max_workers=dict(type="int", default=8),
+            keep_previous=dict(type="bool", default=False),
         ),
         required_if=[("source", "hf", ["repo_id"]), ("source", "modelscope", ["repo_id"]),
                      ("source", "local", ["local_path"]), ("source", "archive", ["archive_path"])],

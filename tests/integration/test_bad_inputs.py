@@ -669,27 +669,29 @@ def test_serve_refuses_an_incomplete_model_dir_before_writing(tmp_path):
 # ---- issue 28: flags and head size against the pinned image, before anything changes -------------------------
 # The serve stage (vllm_flag_check) reads the image's `vllm serve` flags and its attention backends' head sizes in
 # one process and keeps them on the controller; preflight then checks vllm_server_args_extra and the model's head
-# size against them before the host stage. The model: tests/images/tiny-model/make_tiny_llama_hd16.py (a Llama
-# whose head size 16 vLLM's CPU attention cannot run: it starts, answers /health and dies on the first request).
+# size against them before the host stage. The model: the test bed's tiny Qwen3-MoE with head size 16
+# (LLMFLEET_TEST_UNSERVABLE_MODEL_DIR, tests/testbed/up.d/40-tiny-model.sh), which vLLM's CPU attention cannot run:
+# the engine starts, answers /health and dies on the first request.
 
-HD16_MODEL_DIR = os.environ.get("LLMFLEET_TEST_MODEL_HD16_DIR") or __import__("reliability_common").load_env().get(
-    "LLMFLEET_TEST_MODEL_HD16_DIR", "")
+HD16_MODEL_DIR = os.environ.get("LLMFLEET_TEST_UNSERVABLE_MODEL_DIR") or __import__("reliability_common").load_env().get(
+    "LLMFLEET_TEST_UNSERVABLE_MODEL_DIR", "")
 PINNED_IMAGE = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE") or __import__("reliability_common").load_env().get(
     "LLMFLEET_TEST_VLLM_IMAGE", "")
 
 
 @pytest.fixture(scope="module")
 def hd16_model(tmp_path_factory):
-    """The head-size-16 Llama: the test bed's copy, or generated here in the vLLM CPU image (about 10 s)."""
+    """The head-size-16 model: the test bed's copy, or generated here in the vLLM CPU image (about 15 s)."""
     if HD16_MODEL_DIR and os.path.isfile(os.path.join(HD16_MODEL_DIR, "config.json")):
         return HD16_MODEL_DIR
     if not _image_present():
         pytest.skip("needs the test bed's vLLM CPU image (make testbed)")
-    out = tmp_path_factory.mktemp("tiny-llama-hd16")
+    out = tmp_path_factory.mktemp("tiny-qwen3-moe-hd16")
     recipe = os.path.join(TOP, "tests", "images", "tiny-model")
     subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "%d:%d" % (os.getuid(), os.getgid()),
-                    "-e", "HOME=/tmp", "-e", "PYTHONHASHSEED=0", "-v", recipe + ":/recipe:ro", "-v", "%s:/out" % out,
-                    "--entrypoint", "python3", VLLM_IMAGE, "/recipe/make_tiny_llama_hd16.py", "/out"],
+                    "-e", "HOME=/tmp", "-e", "PYTHONHASHSEED=0", "-e", "LLMFLEET_TINY_HEAD_DIM=16",
+                    "-v", recipe + ":/recipe:ro", "-v", "%s:/out" % out,
+                    "--entrypoint", "python3", VLLM_IMAGE, "/recipe/make_tiny_model.py", "/out"],
                    check=True, capture_output=True, timeout=300)
     return str(out)
 
