@@ -689,9 +689,8 @@ def hd16_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny-qwen3-moe-hd16")
     recipe = os.path.join(TOP, "tests", "images", "tiny-model")
     subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "%d:%d" % (os.getuid(), os.getgid()),
-                    "-e", "HOME=/tmp", "-e", "PYTHONHASHSEED=0", "-e", "LLMFLEET_TINY_HEAD_DIM=16",
-                    "-v", recipe + ":/recipe:ro", "-v", "%s:/out" % out,
-                    "--entrypoint", "python3", VLLM_IMAGE, "/recipe/make_tiny_model.py", "/out"],
+                    "-e", "HOME=/tmp", "-e", "PYTHONHASHSEED=0", "-v", recipe + ":/recipe:ro", "-v", "%s:/out" % out,
+                    "--entrypoint", "python3", VLLM_IMAGE, "/recipe/make_tiny_model_hd16.py", "/out"],
                    check=True, capture_output=True, timeout=300)
     return str(out)
 
