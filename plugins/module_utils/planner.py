@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils import engine_memory as EM
+from ansible_collections.llmfleet.vllm.plugins.module_utils import kv_specs as K
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import DTYPE_BYTES, OBJECTIVES
 from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import (
     link_rank, links_from_list, nvlink_count, nvlink_domains)
@@ -101,81 +103,48 @@ def cdiv(a, b):
 
 
 def kv_heads_per_gpu(arch, tp=1):
-    """vLLM's ModelConfig.get_num_kv_heads: KV heads / TP, at least 1 (replicated past the KV head count)."""
+    """vLLM's ModelConfig.get_num_kv_heads: KV heads / TP, at least 1 (replicated past the KV head count; MLA: 1)."""
     return max(1, arch["num_kv_heads"] // tp)
 
 
 def kv_bytes_per_token(arch, dtype_bytes=None, tp=1, extra_layers=0):
-    """KV cache bytes one token occupies on one GPU of a TP group of size ``tp`` (tp=1: the whole model)."""
+    """KV cache bytes one token occupies on one GPU of a TP group of size ``tp`` (tp=1: the whole model), all
+    attention layers (sliding-window layers counted like full ones: what a token costs while it is in the window)."""
     b = dtype_bytes or arch["dtype_bytes"]
-    return 2 * (arch["full_attention_layers"] + extra_layers) * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * b
+    return (arch["full_attention_layers"] + extra_layers) * K.attention_page_per_token(arch, tp, b)
 
 
 def state_page_bytes(arch, tp=1, num_speculative_tokens=0):
-    """One linear-attention layer's state (conv + SSM) for one sequence on one GPU: vLLM's MambaSpec page
-    (gated_delta_net_state_shape: the conv state keeps kernel - 1 + speculative tokens columns)."""
-    lin = arch.get("linear_attention")
-    if not lin or not arch["linear_attention_layers"]:
+    """One state layer's page (conv + SSM) for one sequence on one GPU (kv_specs.state_page_bytes)."""
+    if not arch["linear_attention_layers"]:
         return 0
-    key_dim = lin["num_key_heads"] * lin["key_head_dim"]
-    value_dim = lin["num_value_heads"] * lin["value_head_dim"]
-    conv = (2 * key_dim + value_dim) // tp * (lin["conv_kernel"] - 1 + num_speculative_tokens) * arch["dtype_bytes"]
-    ssm = lin["num_value_heads"] // tp * lin["key_head_dim"] * lin["value_head_dim"] * DTYPE_BYTES[lin["ssm_dtype"]]
-    return conv + ssm
+    return K.state_page_bytes(arch, tp, num_speculative_tokens)
 
 
 def state_bytes_per_sequence(arch, tp=1):
-    """Linear-attention (Gated DeltaNet / Mamba-style) state of one sequence on one GPU, all layers, unpadded
-    (0 for plain attention)."""
-    if not arch.get("linear_attention") or not arch["linear_attention_layers"]:
-        return 0
+    """Linear-attention / Mamba state of one sequence on one GPU, all layers, unpadded (0 for plain attention)."""
     return arch["linear_attention_layers"] * state_page_bytes(arch, tp)
 
 
 def kv_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, num_speculative_tokens=0, prefix_caching=False):
-    """vLLM's KV cache layout for one GPU of a TP group: block size, page, layer groups and the blocks a
-    request takes.  ``mtp_layers``: extra full-attention layers of an MTP drafter (when MTP is on)."""
-    kvb = kv_dtype_bytes or arch["dtype_bytes"]
-    attn_layers = arch["full_attention_layers"] + mtp_layers
-    state_layers = arch["linear_attention_layers"] if arch.get("linear_attention") else 0
-    page_1 = 2 * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * kvb
-    out = dict(attention_page_bytes_per_token=page_1, attention_layers=attn_layers, state_layers=state_layers,
-               num_speculative_tokens=num_speculative_tokens, mamba_cache_mode=None, state_page_bytes=0,
-               state_padding_pct=0.0)
-    if not state_layers:
-        block = DEFAULT_BLOCK_SIZE
-        out.update(block_size=block, page_bytes=block * page_1, group_size=attn_layers,
-                   attention_groups=1, state_groups=0, state_blocks_per_request=0, padding_layers=0)
-        return out
-    raw = state_page_bytes(arch, tp, num_speculative_tokens)
-    align = max(KERNEL_BLOCK_ALIGNMENT, DEFAULT_BLOCK_SIZE)
-    block = max(DEFAULT_BLOCK_SIZE, align * cdiv(raw, align * page_1))
-    page = block * page_1
-    lo, hi = min(attn_layers, state_layers), max(attn_layers, state_layers)
-    group = hi if hi < lo * GROUP_SIZE_SLACK else lo
-    a_groups, s_groups = cdiv(attn_layers, group), cdiv(state_layers, group)
-    mode = "align" if prefix_caching else "none"
-    out.update(block_size=block, page_bytes=page, group_size=group, attention_groups=a_groups,
-               state_groups=s_groups, mamba_cache_mode=mode, state_page_bytes=raw,
-               state_padding_pct=100.0 * (page - raw) / raw,
-               state_blocks_per_request=(2 if mode == "align" else 1) + num_speculative_tokens,
-               padding_layers=a_groups * group - attn_layers + s_groups * group - state_layers)
-    return out
+    """vLLM's KV cache layout for one GPU of a TP group (kv_specs.build_layout).  ``mtp_layers``: extra
+    full-attention layers of an MTP drafter (when MTP is on)."""
+    return K.build_layout(arch, tp, kv_dtype_bytes, mtp_layers, num_speculative_tokens, prefix_caching)
 
 
-def blocks_per_request(layout, max_model_len):
-    """Blocks one request of max_model_len tokens takes from the shared pool (all groups together)."""
-    return (layout["attention_groups"] * cdiv(max_model_len, layout["block_size"])
-            + layout["state_groups"] * layout["state_blocks_per_request"])
+def blocks_per_request(layout, max_model_len, batched_tokens=None):
+    """Blocks one request of max_model_len tokens takes from the shared pool (all groups together); sliding and
+    chunked groups hold at most their window plus one batch of ``batched_tokens``."""
+    return K.blocks_per_request(layout, max_model_len, batched_tokens)
 
 
-def capacity(layout, available_bytes, max_model_len):
+def capacity(layout, available_bytes, max_model_len, batched_tokens=None):
     """What ``available_bytes`` of KV cache memory on each GPU holds: vLLM's num_blocks, its "Maximum
     concurrency" (float) and its "GPU KV cache size" (tokens), and how many short sequences fit at once."""
     num_blocks = max(0, int(available_bytes) // layout["page_bytes"] // layout["group_size"])
-    per_req = blocks_per_request(layout, max_model_len)
+    per_req = blocks_per_request(layout, max_model_len, batched_tokens)
     conc = num_blocks / per_req
-    smallest = layout["attention_groups"] + layout["state_groups"] * layout["state_blocks_per_request"]
+    smallest = K.smallest_request_blocks(layout, batched_tokens)
     return dict(num_blocks=num_blocks, blocks_per_request=per_req, max_concurrency=conc,
                 kv_tokens=int(conc * max_model_len), short_sequence_capacity=num_blocks // smallest)
 
@@ -192,6 +161,9 @@ def tp_allowed(arch, t):
     if lin and (lin["num_key_heads"] % t or lin["num_value_heads"] % t):
         return False, "TP %d does not divide the linear-attention heads (%d key, %d value)" % (
             t, lin["num_key_heads"], lin["num_value_heads"])
+    mamba = arch.get("mamba2")
+    if mamba and mamba["num_heads"] % t:
+        return False, "TP %d does not divide the %d Mamba2 heads" % (t, mamba["num_heads"])
     return True, ""
 
 
@@ -205,11 +177,18 @@ def overhead_bytes(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, 
 
 
 def overhead_terms(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False):
-    return dict(
-        non_torch=NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0),
-        activation=batched_tokens * arch["hidden_size"] * 2 * ACTIVATION_FACTOR
-        + max_num_seqs * arch["vocab_size"] * SAMPLER_BYTES,
-        cudagraph=0 if enforce_eager else CUDAGRAPH_BYTES)
+    """non-torch + activation peak + CUDA-graph estimate on one GPU.  Gated DeltaNet hybrids keep the terms
+    measured on Qwen3.5 (ACTIVATION_FACTOR, SAMPLER_BYTES, CUDAGRAPH_BYTES); every other model gets
+    engine_memory's, from its own sizes."""
+    non_torch = NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0)
+    if arch.get("linear_attention") and arch["linear_attention_layers"]:
+        return dict(non_torch=non_torch,
+                    activation=batched_tokens * arch["hidden_size"] * 2 * ACTIVATION_FACTOR
+                    + max_num_seqs * arch["vocab_size"] * SAMPLER_BYTES,
+                    cudagraph=0 if enforce_eager else CUDAGRAPH_BYTES)
+    return dict(non_torch=non_torch,
+                activation=EM.activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager),
+                cudagraph=EM.cudagraph_bytes(max_num_seqs, enforce_eager))
 
 
 def cuda_total_bytes(gpu):
@@ -371,7 +350,7 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
     if avail <= 0:
         r["problem"] = "weights and overhead exceed the memory budget"
         return r
-    c = capacity(layout, avail, max_model_len)
+    c = capacity(layout, avail, max_model_len, terms.get("max_num_batched_tokens"))
     r.update(num_blocks=c["num_blocks"], kv_tokens=c["kv_tokens"], max_concurrency=c["max_concurrency"],
              blocks_per_request=c["blocks_per_request"], short_sequence_capacity=c["short_sequence_capacity"])
     hybrid = layout["state_groups"] > 0
