@@ -28,6 +28,11 @@ MIB = 1024 ** 2
 # batched tokens, gpt-oss-20b at 4096 and 16384, gemma-2-9b): bf16 logits, their fp32 copy, the top-k/top-p sort
 # (values and int64 indices).
 SAMPLER_BYTES = 14.7
+# vLLM 0.22.0 runs some architectures on its V2 model runner ("Using V2 Model Runner" in the log): Qwen3-1.7B did,
+# and its profiled sampler peaked at 6.3 bytes an element (1.04 GB at 1024 x 151936).  One run: other V2
+# architectures are not measured; the set lists only what was seen.
+V2_RUNNER_ARCHITECTURES = ("Qwen3ForCausalLM",)
+SAMPLER_BYTES_V2 = 6.3
 # MoE layers: bytes per token and routed expert per unit of expert width, fitted to Qwen1.5-MoE-A2.7B (23.7) and
 # DeepSeek-V2-Lite (14.7) eager at 16384 tokens; both runs come within 0.6% of vLLM's available memory with 19.
 MOE_BYTES = 19
@@ -126,6 +131,7 @@ def forward_bytes_per_token(arch):
 def activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager=False):
     """vLLM's profiled activation peak (the model's own sizes; not for GDN hybrids, see the module docstring)."""
     forward = batched_tokens * forward_bytes_per_token(arch) * (1 if enforce_eager else COMPILED_FACTOR)
-    sampler = min(max_num_seqs, batched_tokens) * arch["vocab_size"] * SAMPLER_BYTES
+    per = SAMPLER_BYTES_V2 if arch.get("architecture") in V2_RUNNER_ARCHITECTURES else SAMPLER_BYTES
+    sampler = min(max_num_seqs, batched_tokens) * arch["vocab_size"] * per
     sampler += batched_tokens * arch["hidden_size"] * 2
     return int(max(forward, sampler))

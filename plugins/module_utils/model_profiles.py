@@ -29,7 +29,7 @@ import json
 import os
 import re
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import model_arch
+from ansible_collections.llmfleet.vllm.plugins.module_utils import engine_memory, model_arch
 from ansible_collections.llmfleet.vllm.plugins.module_utils.kv_specs import KVSpecError
 
 DTYPE_BYTES = {
@@ -307,18 +307,35 @@ def load_profiles(directory, bases=None):
     return profiles
 
 
-def profile_from_model_dir(config, index=None, weights_bytes=None, name="local model", like=None):
+def generic_features():
+    """The engine options vLLM offers every model, as profile features: what a repo id without a profile file is
+    planned with.  Prefix caching is vLLM's default (on) unless the user turns it off; enforce-eager is a debug
+    switch.  A profile adds what only a person knows (parsers, MTP, chat-template fixes)."""
+    return {
+        "prefix_caching": {"default": True, "args_on": {"enable-prefix-caching": True},
+                           "args_off": {"enable-prefix-caching": False}},
+        "enforce_eager": {"default": False, "args_on": {"enforce-eager": True}},
+    }
+
+
+def profile_from_model_dir(config, index=None, weights_bytes=None, name="local model", like=None,
+                           count_weights=False):
     """Profile for a model given as files: ``config`` (config.json contents), ``index`` (safetensors index
     contents) or ``weights_bytes``.  ``like`` (a profile) lends its serving features when its model_type and
-    quantisation match; otherwise no model-specific features are added.
+    quantisation match; otherwise the engine options every model has (generic_features).  ``count_weights``: without
+    an index or weights_bytes, count the weights from config.json (engine_memory.weights_from_config) instead of
+    refusing.
     """
     arch = normalize_config(config, where="%s: config.json" % name)
+    weights_source = "given"
+    if weights_bytes is None and index is not None:
+        weights_bytes, weights_source = weights_from_index(index), "model.safetensors.index.json"
+    if weights_bytes is None and count_weights:
+        weights_bytes, weights_source = engine_memory.weights_from_config(arch), "counted from config.json"
     if weights_bytes is None:
-        if index is None:
-            raise ProfileError("%s: give weights_bytes or model.safetensors.index.json (metadata.total_size) "
-                               "so the planner knows the weight size" % name)
-        weights_bytes = weights_from_index(index)
-    serving = {"min_vllm_version": "0.0.0", "features": {}}
+        raise ProfileError("%s: give weights_bytes or model.safetensors.index.json (metadata.total_size) "
+                           "so the planner knows the weight size" % name)
+    serving = {"min_vllm_version": arch.get("min_vllm_version") or "0.0.0", "features": generic_features()}
     borrowed = None
     if like is not None:
         serving = like["serving"]
@@ -327,7 +344,7 @@ def profile_from_model_dir(config, index=None, weights_bytes=None, name="local m
         "id": name, "family": like["family"] if like else name, "variant": arch["quant_method"] or arch["dtype"],
         "quantization": arch["quant_method"], "weights_bytes": int(weights_bytes),
         "vision_weights_bytes": 0, "mtp_weights_bytes": 0, "config": config, "serving": serving,
-        "features_from": borrowed, "arch": arch,
+        "features_from": borrowed, "arch": arch, "weights_source": weights_source,
     }
     return p
 
