@@ -443,12 +443,18 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
     reasons = []
     kv_full = kv_bytes_per_token(arch, kv_dtype_bytes)
     state_full = state_bytes_per_sequence(arch)
-    reasons.append(
-        "KV cache per token: 2 (K, V) x %d full-attention layers x %d KV heads x %d head_dim x %d bytes = %d bytes"
-        " (%.1f KiB)%s." % (arch["full_attention_layers"], arch["num_kv_heads"], arch["head_dim"], kv_dtype_bytes,
-                            kv_full, kv_full / 1024.0,
-                            "; the %d linear-attention layers keep no per-token KV" % arch["linear_attention_layers"]
-                            if hybrid else ""))
+    if arch.get("mla"):
+        reasons.append("KV cache per token (MLA): %d layers x (kv_lora_rank %d + rope %d) x %d bytes = %d bytes, one "
+                       "latent per token, the same on every GPU of a TP group." % (
+                           arch["full_attention_layers"], arch["mla"]["kv_lora_rank"],
+                           arch["mla"]["qk_rope_head_dim"], kv_dtype_bytes, kv_full))
+    else:
+        reasons.append(
+            "KV cache per token: 2 (K, V) x %d full-attention layers x %d KV heads x %d head_dim x %d bytes = %d bytes"
+            " (%.1f KiB)%s." % (arch["full_attention_layers"], arch["num_kv_heads"], arch["head_dim"], kv_dtype_bytes,
+                                kv_full, kv_full / 1024.0,
+                                "; the %d linear-attention layers keep no per-token KV" % arch["linear_attention_layers"]
+                                if hybrid else ""))
     if max_model_len > arch["max_position_embeddings"]:
         raise PlanError("max_model_len %d exceeds the model's context of %d tokens (max_position_embeddings); "
                         "use at most %d" % (max_model_len, arch["max_position_embeddings"],
@@ -521,19 +527,38 @@ def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="a
                      o["prefix_caching"])
 
 
+_STATE_NAMES = {"gdn": "Gated DeltaNet", "mamba2": "Mamba2", "short_conv": "short-conv"}
+
+
 def _layout_reason(layout, t):
-    if not layout["state_groups"]:
-        return None
-    return ("KV cache layout (vLLM's hybrid arithmetic, per GPU of TP%d): one Gated DeltaNet state page is %d "
+    parts = [_window_reason(layout)] if layout.get("windows") else []
+    if layout["state_groups"]:
+        kind = next((_STATE_NAMES[k] for k in layout["kind_groups"] if k in _STATE_NAMES), "state")
+        parts.append(
+            "KV cache layout (vLLM's hybrid arithmetic, per GPU of TP%d): one %s state page is %d "
             "bytes per layer, so the attention block is raised to %d tokens (%d bytes per layer, the state page "
             "padded %.2f%% to equal it); the %d attention + %d linear-attention layers form %d + %d groups of %d "
             "sharing one block pool; a request takes ceil(max_model_len / %d) attention blocks plus %d state "
             "block%s per linear-attention group (mamba cache mode '%s'); nothing is reserved up front."
-            % (t, layout["state_page_bytes"], layout["block_size"], layout["page_bytes"],
+            % (t, kind, layout["state_page_bytes"], layout["block_size"], layout["page_bytes"],
                layout["state_padding_pct"], layout["attention_layers"], layout["state_layers"],
                layout["attention_groups"], layout["state_groups"], layout["group_size"], layout["block_size"],
                layout["state_blocks_per_request"], "s" if layout["state_blocks_per_request"] > 1 else "",
                layout["mamba_cache_mode"]))
+    return " ".join(parts) or None
+
+
+def _window_reason(layout):
+    """Sliding-window / chunked layers hold their window plus one batch, not the whole context."""
+    text = []
+    for kind, w in sorted(layout["windows"].items()):
+        text.append("%d %s layers (window %d tokens) in %d group%s of %d: a request holds at most "
+                    "cdiv(min(%s + max_num_batched_tokens, max_model_len), %d)%s blocks in each"
+                    % (layout["kind_layers"][kind], "sliding-window" if kind == "sliding" else "chunked local-attention",
+                       w, layout["kind_groups"][kind], "s" if layout["kind_groups"][kind] > 1 else "",
+                       layout["group_size"], "window - 1" if kind == "sliding" else "chunk", layout["block_size"],
+                       " + 1" if kind == "sliding" else ""))
+    return "KV cache layout (vLLM's hybrid allocator): %s; the other layers hold the whole context." % "; ".join(text)
 
 
 def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, opts, features, hybrid, reasons,
