@@ -45,8 +45,10 @@ _LAYER_TYPE_KIND = {
     "linear_attention": "gdn", "gated_deltanet": "gdn", "mamba": "mamba2", "conv": "short_conv",
 }
 _PATTERN_KIND = {"M": "mamba2", "*": "full", "-": None, "E": None}
-WAY_OUT = ("the planner cannot size its KV cache; serve it with kv_cache_memory_bytes and max_num_seqs set by hand "
-           "(the plan then passes --kv-cache-memory-bytes to vLLM instead of computing it), or add a profile")
+WAY_OUT = ("the planner will not guess its KV cache: add the architecture and its layer kinds to "
+           "plugins/module_utils/model_arch.py, or give model_config with the architectures entry of a modelled class "
+           "whose attention is the same; to size vLLM's cache by hand, pass --kv-cache-memory-bytes through "
+           "vllm_server_args_extra (kv-cache-memory-bytes)")
 
 
 def check_architecture(config, text, where):

@@ -84,14 +84,14 @@ def test_grouping_matches_vllms_uniform_page_rule():
 
 def test_an_unknown_architecture_is_refused_with_the_way_out():
     cfg = dict(config("meta-llama--Llama-3.1-8B-Instruct"), architectures=["FancyNewForCausalLM"])
-    with pytest.raises(M.ProfileError, match="FancyNewForCausalLM is not one the planner models.*kv_cache_memory_bytes"):
+    with pytest.raises(M.ProfileError, match="FancyNewForCausalLM is not one the planner models.*kv-cache-memory-bytes"):
         M.normalize_config(cfg, "FancyNew/config.json")
 
 
 def test_an_unknown_layer_type_is_refused_naming_it():
     cfg = copy.deepcopy(config("openai--gpt-oss-20b"))
     cfg["layer_types"][3] = "lightning_attention"
-    with pytest.raises(M.ProfileError, match="layer type 'lightning_attention'.*kv_cache_memory_bytes"):
+    with pytest.raises(M.ProfileError, match="layer type 'lightning_attention'.*kv-cache-memory-bytes"):
         M.normalize_config(cfg)
     nem = dict(NEMOTRON_NANO_9B, hybrid_override_pattern="M*X" + "-" * 53)
     with pytest.raises(M.ProfileError, match="block type.*X"):
