@@ -11,10 +11,11 @@ eight public architectures):
   weights      the checkpoint's safetensors total (model.safetensors.index.json) when known; else counted from
                config.json: embeddings (+ lm_head unless tied), attention (GQA or MLA), dense MLP / MoE experts /
                Mamba2 / GDN mixers; BF16 2 B, FP8 1 B, MXFP4 and int4 experts 0.53 B per parameter
-  activation   max(forward, sampler): the profiling run pushes max_num_batched_tokens B tokens through the model,
-               then samples max_num_seqs S rows (whichever peaks higher; the hidden states stay alive in between)
-                 forward  = B x (8 x hidden + 6 x widest dense MLP + MOE_BYTES x top-k x expert width) bytes, eager;
-                            x COMPILED_FACTOR with torch.compile
+  activation   MoE workspace + max(forward, sampler): the profiling run pushes max_num_batched_tokens B tokens
+               through the model, then samples max_num_seqs S rows (whichever peaks higher; the hidden states and the
+               fused-MoE workspace, which vLLM keeps, stay alive in between)
+                 workspace = B x top-k x (6 x expert width + 2 x hidden) bytes (none for MXFP4 experts)
+                 forward   = B x (8 x hidden + 6 x widest dense MLP) bytes, eager; x COMPILED_FACTOR compiled
                  sampler  = min(S, B) x vocab x SAMPLER_BYTES + B x hidden x 2
                Gated DeltaNet hybrids keep the term measured on Qwen3.5 (planner.py ACTIVATION_FACTOR)
   CUDA graphs  CUDAGRAPH_BYTES_PER_SIZE x the number of capture sizes (0 with --enforce-eager)
@@ -33,10 +34,8 @@ SAMPLER_BYTES = 14.7
 # architectures are not measured; the set lists only what was seen.
 V2_RUNNER_ARCHITECTURES = ("Qwen3ForCausalLM",)
 SAMPLER_BYTES_V2 = 6.3
-# MoE layers: bytes per token and routed expert per unit of expert width, fitted to Qwen1.5-MoE-A2.7B (23.7) and
-# DeepSeek-V2-Lite (14.7) eager at 16384 tokens; both runs come within 0.6% of vLLM's available memory with 19.
-MOE_BYTES = 19
-# torch.compile's fused graph peaks at about half the eager forward (Qwen1.5-MoE: 1.56 vs 3.01 GB).
+# torch.compile's fused graph peaks at about half the eager forward (Llama-3.1-8B-class dense layers, measured
+# through Qwen1.5-MoE's compiled run: 1.56 vs 3.01 GB).
 COMPILED_FACTOR = 0.52
 # CUDA-graph estimate per capture size: 533 MB / 51 sizes (Llama-3.1-8B), 619 MB / 51 (gpt-oss-20b), 258 MB / 19
 # (Qwen1.5-MoE, max_num_seqs 64): ~10.4-13.6 MB each.
@@ -115,17 +114,25 @@ def weights_from_config(arch, quantization=None):
     return int(embeddings * arch["dtype_bytes"] + (dense - embeddings + experts) * per)
 
 
-def forward_bytes_per_token(arch):
-    """The eager forward pass's peak per batched token (see the module docstring)."""
-    h = arch["hidden_size"]
+def moe_workspace_bytes_per_token(arch):
+    """The fused-MoE kernel's workspace per batched token: top-k x (gate_up 2I + activation I + output H) x 2 bytes.
+    vLLM keeps it allocated, so it adds to whichever of forward and sampler peaks (Mixtral-8x7B: 3.09 GB planned,
+    3.59 GB measured in all at 16384 tokens).  MXFP4 experts (gpt-oss) run another kernel: no such workspace seen."""
     moe, sizes = arch.get("moe"), arch.get("moe_sizes")
+    if not (moe and sizes) or arch.get("quant_method") == "mxfp4":
+        return 0
+    return moe["experts_per_token"] * (6 * sizes["intermediate_size"] + 2 * arch["hidden_size"])
+
+
+def forward_bytes_per_token(arch):
+    """The eager forward pass's peak per batched token outside the MoE workspace: the residual stream and the widest
+    dense MLP (a MoE model's shared expert or its dense first layers)."""
+    h = arch["hidden_size"]
+    sizes = arch.get("moe_sizes")
     widest = arch.get("intermediate_size") or 0
-    per = 8 * h + 6 * widest
-    if moe and sizes:
-        routed = MOE_BYTES * moe["experts_per_token"] * sizes["intermediate_size"]
-        moe_layer = 8 * h + 6 * sizes["shared_intermediate_size"] + routed
-        per = max(moe_layer, 8 * h + 6 * widest if sizes["dense_layers"] else 0)
-    return per
+    if arch.get("moe") and sizes:
+        widest = max(sizes["shared_intermediate_size"], widest if sizes["dense_layers"] else 0)
+    return 8 * h + 6 * widest
 
 
 def activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager=False):
@@ -134,4 +141,4 @@ def activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager=False):
     per = SAMPLER_BYTES_V2 if arch.get("architecture") in V2_RUNNER_ARCHITECTURES else SAMPLER_BYTES
     sampler = min(max_num_seqs, batched_tokens) * arch["vocab_size"] * per
     sampler += batched_tokens * arch["hidden_size"] * 2
-    return int(max(forward, sampler))
+    return int(batched_tokens * moe_workspace_bytes_per_token(arch) + max(forward, sampler))

@@ -40,7 +40,7 @@ def read_cached(path):
     out = {"path": path}
     for name in META_FILES:
         f = os.path.join(path, name)
-        key = name.split(".")[0] if name != "model.safetensors.index.json" else "index"
+        key = name.split(".", maxsplit=1)[0] if name != "model.safetensors.index.json" else "index"
         out[key] = None
         if os.path.isfile(f):
             with open(f) as fh:

@@ -93,8 +93,8 @@ def _moe(text):
     experts = _first(text, "num_experts", "n_routed_experts", "num_local_experts")
     if not experts:
         return None
-    return {"num_experts": int(experts), "experts_per_token": int(_first(text, "num_experts_per_tok",
-                                                                          "experts_per_token", default=1))}
+    per_token = _first(text, "num_experts_per_tok", "experts_per_token", default=1)
+    return {"num_experts": int(experts), "experts_per_token": int(per_token)}
 
 
 def _moe_sizes(text):

@@ -93,8 +93,8 @@ def test_the_planner_end_to_end_matches_vllm(case):
     p = plan_of(case, run)
     assert p["fits"], p["reasons"]
     vllm_avail = run["probe"]["available_kv_cache_memory_bytes"]
-    assert abs(p["available_kv_cache_memory_bytes"] / vllm_avail - 1) <= 0.01, (p["overhead_terms_per_gpu"],
-                                                                               run["probe"])
+    assert abs(p["available_kv_cache_memory_bytes"] / vllm_avail - 1) <= 0.01, (
+        p["overhead_terms_per_gpu"], run["probe"])
     assert abs(p["max_concurrency"] / run["logged_concurrency"] - 1) <= 0.03
 
 
