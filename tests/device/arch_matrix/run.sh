@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Architecture matrix on the real vLLM CUDA engine (vLLM 0.22.0), run on a lent GPU machine (tests/device/README.md,
 # "Architecture matrix").  Uses the vLLM install that tests/device/run_vllm_engine.sh made in $STAGE/site.
-#   run.sh receive N      copy the staged part N (.cache/h29stage/pN/*) to $STAGE/parts
+#   run.sh receive N      copy the staged part N (.cache/archstage/pN/*, or $KIT) to $STAGE/parts
 #   run.sh start          join + install (as run_vllm_engine.sh start, without its cases), then `all` detached
 #   run.sh wait S         wait up to S s; logs to $OUT/logs.tgz
 #   run.sh all            every case of cases.json, one engine at a time, log $STAGE/logs/<case>.log
 set -u -o pipefail
 STAGE=${STAGE:-/root/stage}
-KIT=${KIT:-.cache/h29stage}
+KIT=${KIT:-.cache/archstage}
 LOGS=$STAGE/logs
 PY=${PYTHON:-python3}
 export PATH=$PATH:/usr/local/nvidia/bin
