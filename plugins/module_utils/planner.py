@@ -654,8 +654,8 @@ def _fmt_num(x):
     return ("%.1f" % x).rstrip("0").rstrip(".")
 
 
-def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_facts, features, tp_forced,
-              ep_forced, kv_cache_dtype, opts, hybrid, reasons, base, batched_tokens=None, replicas_forced=None):
+def _usable_gpus(gpu_facts, reasons):
+    """The GPUs a plan may use (MIG-enabled ones are left out), their links and NVLink domains."""
     if not gpu_facts or not gpu_facts.get("gpus"):
         raise PlanError("gpu_facts lists no GPUs: run llmfleet.vllm.gpu_facts on a GPU host first, describe the "
                         "hardware, or plan with accelerator: cpu")
@@ -669,10 +669,13 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
     if not usable:
         raise PlanError("no usable GPU: every GPU has MIG enabled")
     domains = gpu_facts.get("nvlink_domains") or nvlink_domains(sorted(gpus), links)
-    n = len(usable)
+    return gpus, links, usable, domains
+
+
+def _check_forced(arch, profile, tp_forced, replicas_forced, n):
+    """Say why a forced TP size or replica count is impossible before looking for layouts: a size that does not
+    divide the heads (e.g. 3) is never a candidate, and "needs 3 GPUs" would send the user after the wrong fix."""
     if tp_forced is not None:
-        # Say why a forced size is impossible before looking for layouts: a size that does not divide the heads
-        # (e.g. 3) is never a candidate, and "needs 3 GPUs" would send the user after the wrong fix.
         ok, why = tp_allowed(arch, tp_forced) if tp_forced >= 1 else (False, "it must be at least 1")
         if not ok:
             raise PlanError("tensor_parallel_size %d is not possible for %s: %s; use one of %s" % (
@@ -685,9 +688,14 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         raise PlanError("replicas %d needs at least %d usable GPUs; this host has %d"
                         % (replicas_forced, replicas_forced, n))
 
+
+def _candidates(arch, profile, topo, tp_forced, replicas_forced, evaluate):
+    """Every TP size the model allows on these GPUs: its replica groups (packed inside NVLink domains when they
+    hold one, else over PCIe), and the worst group's evaluation (``evaluate(t, group, layout)``)."""
+    gpus, links, usable, domains = topo
     candidates = []
     for t in TP_SIZES:
-        if t > n:
+        if t > len(usable):
             break
         ok, why = tp_allowed(arch, t)
         if not ok:
@@ -703,13 +711,88 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
             if len(groups) < replicas_forced:
                 continue
             groups = groups[:int(replicas_forced)]
-        layout = kv_layout(arch, t, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
-                           opts["prefix_caching"])
-        evals = [_memory_for(arch, profile, g, gpus, t, util, max_model_len, max_num_seqs, objective, opts,
-                             layout, batched_tokens) for g in groups]
+        evals = [evaluate(t, g) for g in groups]
         worst = min(evals, key=lambda e: (e["fits"], e["max_concurrency"]))
         candidates.append(dict(t=t, groups=groups, nvlink=nvlink, eval=worst))
+    return candidates
 
+
+def _memory_reasons(e, profile, opts, util, t, hybrid, used_gpus, reasons):
+    """The plan's memory story: vLLM's profile terms per GPU, the KV layout, and what is not loaded."""
+    layout = e["layout"]
+    ot = e.get("overhead_terms") or {}
+    reasons.append(
+        "Memory per GPU (vLLM's profile): %s requested (%.2f x %s CUDA memory of %s) - %s weights%s - %s "
+        "non-torch - %s activation peak - %s CUDA-graph estimate = %s available for the KV cache pool%s." % (
+            gib(e["budget_bytes"]), util, gib(e["cuda_total_bytes"]), gib(e["memory_bytes"]),
+            gib(e["weights_bytes_per_gpu"]), " (1/%d of %s)" % (t, gib(e["weights_bytes"])) if t > 1 else "",
+            gib(ot.get("non_torch", 0)), gib(ot.get("activation", 0)), gib(ot.get("cudagraph", 0)),
+            gib(max(0, e["available_bytes_per_gpu"])), " (KV and linear-attention state)" if hybrid else ""))
+    lr = _layout_reason(layout, t)
+    if lr:
+        reasons.append(lr)
+    if (profile.get("quantization") or "").startswith("fp8") and any(not _has_fp8(g) for g in used_gpus):
+        reasons.append("These GPUs have no FP8 tensor cores (compute capability below 8.9): vLLM serves the FP8 "
+                       "checkpoint weight-only (Marlin kernel, BF16 compute); the memory plan is the same.")
+    if opts["text_only"] and profile.get("vision_weights_bytes"):
+        reasons.append("Text-only mode: the vision tower (%s) is not loaded." % gib(profile["vision_weights_bytes"]))
+    if not opts["mtp_on"] and profile.get("mtp_weights_bytes"):
+        reasons.append("MTP speculative decoding is off: its head (%s) is not loaded."
+                       % gib(profile["mtp_weights_bytes"]))
+
+
+def _expert_parallel(arch, chosen, ep_forced, reasons):
+    """Expert parallelism: only for MoE models with a TP group of 2+ GPUs inside one NVLink domain."""
+    t = chosen["t"]
+    moe = arch.get("moe")
+    ep_possible = bool(moe) and t > 1 and chosen["nvlink"] and moe["num_experts"] % t == 0
+    if ep_forced is True and not ep_possible:
+        raise PlanError("enable_expert_parallel is true but expert parallelism needs a MoE model and a TP group of "
+                        "2+ GPUs inside one NVLink domain (this plan: TP %d, %s)"
+                        % (t, "NVLink" if chosen["nvlink"] else "PCIe"))
+    ep = ep_possible if ep_forced is None else bool(ep_forced)
+    if ep:
+        reasons.append("Expert parallelism on: the %d experts are spread over the %d NVLink-connected GPUs of each "
+                       "replica instead of slicing every expert." % (moe["num_experts"], t))
+    elif moe and t > 1 and not chosen["nvlink"]:
+        reasons.append("Expert parallelism off: its all-to-all traffic would cross PCIe.")
+    return ep
+
+
+def _choose_for_throughput(candidates, pool, replicas_forced, links, reasons):
+    """Objective throughput: the layout that serves the most full-context sequences, discounted for TP traffic."""
+    # Score every layout by what it serves (full-context sequences over all replicas), not by replica count.
+    chosen = max(pool, key=lambda c: (_score(c), -c["t"]))
+    others = [c for c in candidates if c is not chosen]
+    reasons.append(
+        "Objective throughput: each layout is scored by the full-context sequences it serves at once (replicas "
+        "x min(vLLM's max concurrency, max_num_seqs)), x %.1f per doubling of a TP group over NVLink and x %.1f "
+        "over PCIe (all-reduce traffic on every layer; an estimate). Chosen: %s. Others: %s." % (
+            TP_EFFICIENCY["nvlink"], TP_EFFICIENCY["pcie"], _describe(chosen),
+            "; ".join(_describe(c) for c in others) or "none"))
+    if replicas_forced is not None:
+        reasons.append("The number of replicas (%d) was set by the user." % replicas_forced)
+    tp2 = [c for c in candidates if c["t"] == 2 and c["eval"]["fits"]]
+    if tp2 and chosen["t"] != 2:
+        def held(c):
+            return len(c["groups"]) * min(c["eval"]["max_concurrency"], c["eval"]["max_num_seqs"])
+        if held(chosen) < held(tp2[0]):
+            reasons.append("%s holds fewer full-context sequences than %s, but scores higher: the TP2 layout "
+                           "holds only %.0f%% more sequences and would pay the all-reduce discount (x %.2f) "
+                           "on every step." % (_describe(chosen).split(" holds")[0],
+                                               _describe(tp2[0]).split(" holds")[0],
+                                               100.0 * (held(tp2[0]) / held(chosen) - 1), _tp_factor(tp2[0])))
+    if not chosen["nvlink"] and chosen["t"] > 1:
+        reasons.append(
+            "No NVLink domain holds a replica: the model needs TP %d, so the TP group crosses PCIe (%s). "
+            "Expect it to be slower per GPU than a single larger GPU: every layer all-reduces over PCIe, and "
+            "a 2-GPU PCIe TP deployment of a MoE model has been measured slower than one GPU."
+            % (chosen["t"], _worst_link(chosen["groups"][0], links)))
+    return chosen
+
+
+def _choose_layout(candidates, arch, objective, tp_forced, replicas_forced, links, n, reasons):
+    """The candidate the plan takes (forced by the user, the best for the objective, or the closest miss)."""
     if tp_forced is not None and not any(c["t"] == tp_forced for c in candidates):
         if replicas_forced is not None and tp_forced <= n:
             raise PlanError("%d replicas of TP%d need %d GPUs in groups of %d; this host has %d usable GPUs and "
@@ -730,34 +813,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         reasons.append("Tensor parallel size %d was set by the user%s." % (
             tp_forced, " (and %d replicas)" % replicas_forced if replicas_forced is not None else ""))
     elif objective == "throughput" and fit_any:
-        # Score every layout by what it serves (full-context sequences over all replicas), not by replica count.
-        pool = fit_nv or fit_any
-        chosen = max(pool, key=lambda c: (_score(c), -c["t"]))
-        others = [c for c in candidates if c is not chosen]
-        reasons.append(
-            "Objective throughput: each layout is scored by the full-context sequences it serves at once (replicas "
-            "x min(vLLM's max concurrency, max_num_seqs)), x %.1f per doubling of a TP group over NVLink and x %.1f "
-            "over PCIe (all-reduce traffic on every layer; an estimate). Chosen: %s. Others: %s." % (
-                TP_EFFICIENCY["nvlink"], TP_EFFICIENCY["pcie"], _describe(chosen),
-                "; ".join(_describe(c) for c in others) or "none"))
-        if replicas_forced is not None:
-            reasons.append("The number of replicas (%d) was set by the user." % replicas_forced)
-        tp2 = [c for c in candidates if c["t"] == 2 and c["eval"]["fits"]]
-        if tp2 and chosen["t"] != 2:
-            def held(c):
-                return len(c["groups"]) * min(c["eval"]["max_concurrency"], c["eval"]["max_num_seqs"])
-            if held(chosen) < held(tp2[0]):
-                reasons.append("%s holds fewer full-context sequences than %s, but scores higher: the TP2 layout "
-                               "holds only %.0f%% more sequences and would pay the all-reduce discount (x %.2f) "
-                               "on every step." % (_describe(chosen).split(" holds")[0],
-                                                   _describe(tp2[0]).split(" holds")[0],
-                                                   100.0 * (held(tp2[0]) / held(chosen) - 1), _tp_factor(tp2[0])))
-        if not chosen["nvlink"] and chosen["t"] > 1:
-            reasons.append(
-                "No NVLink domain holds a replica: the model needs TP %d, so the TP group crosses PCIe (%s). "
-                "Expect it to be slower per GPU than a single larger GPU: every layer all-reduces over PCIe, and "
-                "a 2-GPU PCIe TP deployment of a MoE model has been measured slower than one GPU."
-                % (chosen["t"], _worst_link(chosen["groups"][0], links)))
+        chosen = _choose_for_throughput(candidates, fit_nv or fit_any, replicas_forced, links, reasons)
     elif fit_nv:
         t_min = fit_nv[0]["t"]
         cap = max(t_min, arch["num_kv_heads"])
@@ -776,23 +832,30 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
                 % (chosen["t"], _worst_link(chosen["groups"][0], links)))
     else:
         chosen = max(candidates, key=lambda c: (c["eval"]["max_concurrency"], c["eval"]["available_bytes_per_gpu"]))
+    return chosen
+
+
+def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_facts, features, tp_forced,
+              ep_forced, kv_cache_dtype, opts, hybrid, reasons, base, batched_tokens=None, replicas_forced=None):
+    gpus, links, usable, domains = _usable_gpus(gpu_facts, reasons)
+    n = len(usable)
+    _check_forced(arch, profile, tp_forced, replicas_forced, n)
+
+    def evaluate(t, group):
+        layout = kv_layout(arch, t, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
+                           opts["prefix_caching"])
+        return _memory_for(arch, profile, group, gpus, t, util, max_model_len, max_num_seqs, objective, opts,
+                           layout, batched_tokens)
+
+    candidates = _candidates(arch, profile, (gpus, links, usable, domains), tp_forced, replicas_forced, evaluate)
+
+    chosen = _choose_layout(candidates, arch, objective, tp_forced, replicas_forced, links, n, reasons)
 
     t = chosen["t"]
     e = chosen["eval"]
     groups = chosen["groups"]
     layout = e["layout"]
-    moe = arch.get("moe")
-    ep_possible = bool(moe) and t > 1 and chosen["nvlink"] and moe["num_experts"] % t == 0
-    if ep_forced is True and not ep_possible:
-        raise PlanError("enable_expert_parallel is true but expert parallelism needs a MoE model and a TP group of "
-                        "2+ GPUs inside one NVLink domain (this plan: TP %d, %s)"
-                        % (t, "NVLink" if chosen["nvlink"] else "PCIe"))
-    ep = ep_possible if ep_forced is None else bool(ep_forced)
-    if ep:
-        reasons.append("Expert parallelism on: the %d experts are spread over the %d NVLink-connected GPUs of each "
-                       "replica instead of slicing every expert." % (moe["num_experts"], t))
-    elif moe and t > 1 and not chosen["nvlink"]:
-        reasons.append("Expert parallelism off: its all-to-all traffic would cross PCIe.")
+    ep = _expert_parallel(arch, chosen, ep_forced, reasons)
 
     enabled, freasons = resolve_features(profile, objective, features,
                                          {"expert_parallel": ep, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
@@ -809,25 +872,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         reasons.append("GPU %s stay unused: %s." % (
             ", ".join(map(str, unused)), "the user set %d replicas" % replicas_forced if replicas_forced is not None
             else "they do not make a further group of %d NVLink-connected GPUs" % t))
-    ot = e.get("overhead_terms") or {}
-    reasons.append(
-        "Memory per GPU (vLLM's profile): %s requested (%.2f x %s CUDA memory of %s) - %s weights%s - %s "
-        "non-torch - %s activation peak - %s CUDA-graph estimate = %s available for the KV cache pool%s." % (
-            gib(e["budget_bytes"]), util, gib(e["cuda_total_bytes"]), gib(e["memory_bytes"]),
-            gib(e["weights_bytes_per_gpu"]), " (1/%d of %s)" % (t, gib(e["weights_bytes"])) if t > 1 else "",
-            gib(ot.get("non_torch", 0)), gib(ot.get("activation", 0)), gib(ot.get("cudagraph", 0)),
-            gib(max(0, e["available_bytes_per_gpu"])), " (KV and linear-attention state)" if hybrid else ""))
-    lr = _layout_reason(layout, t)
-    if lr:
-        reasons.append(lr)
-    if (profile.get("quantization") or "").startswith("fp8") and any(not _has_fp8(gpus[i]) for i in used):
-        reasons.append("These GPUs have no FP8 tensor cores (compute capability below 8.9): vLLM serves the FP8 "
-                       "checkpoint weight-only (Marlin kernel, BF16 compute); the memory plan is the same.")
-    if opts["text_only"] and profile.get("vision_weights_bytes"):
-        reasons.append("Text-only mode: the vision tower (%s) is not loaded." % gib(profile["vision_weights_bytes"]))
-    if not opts["mtp_on"] and profile.get("mtp_weights_bytes"):
-        reasons.append("MTP speculative decoding is off: its head (%s) is not loaded."
-                       % gib(profile["mtp_weights_bytes"]))
+    _memory_reasons(e, profile, opts, util, t, hybrid, [gpus[i] for i in used], reasons)
     if e["fits"]:
         reasons.append("KV cache per replica: %d blocks of %d tokens; a %d-token request takes %d, so vLLM will log "
                        "'GPU KV cache size: %s tokens' and 'Maximum concurrency for %s tokens per request: %.2fx'; "
@@ -855,7 +900,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         fits=e["fits"], tensor_parallel_size=t, data_parallel_size=len(groups), replicas=groups,
         enable_expert_parallel=ep, weights_bytes=e["weights_bytes"],
         weights_bytes_per_gpu=e["weights_bytes_per_gpu"], overhead_bytes_per_gpu=e["overhead_bytes_per_gpu"],
-        overhead_terms_per_gpu=ot,
+        overhead_terms_per_gpu=e.get("overhead_terms") or {},
         available_kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]),
         kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]) * t,
         kv_cache_tokens=e["kv_tokens"], kv_cache_tokens_total=e["kv_tokens"] * len(groups),
