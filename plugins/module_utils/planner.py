@@ -47,9 +47,14 @@ import math
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils import engine_memory as EM
 from ansible_collections.llmfleet.vllm.plugins.module_utils import kv_specs as K
+from ansible_collections.llmfleet.vllm.plugins.module_utils import plan_suggestions
+from ansible_collections.llmfleet.vllm.plugins.module_utils.layout_search import (  # noqa: F401 - re-exported
+    _candidates, _check_forced, _choose_layout, _expert_parallel, _fmt_num, _usable_gpus, _worst_link, tp_allowed)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import DTYPE_BYTES, OBJECTIVES
-from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import (
-    link_rank, links_from_list, nvlink_count, nvlink_domains)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import (  # noqa: F401 - re-exported
+    DEFAULT_MAX_NUM_SEQS, TP_EFFICIENCY, TP_SIZES, PlanError)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import (  # noqa: F401 - re-exported
+    _eager, _prefix_caching_on, _speculative_tokens, feature_args, resolve_features)
 
 MIB = 1024 ** 2
 GIB = 1024 ** 3
@@ -77,21 +82,12 @@ KERNEL_BLOCK_ALIGNMENT = 16
 DEFAULT_BLOCK_SIZE = 16
 GROUP_SIZE_SLACK = 1.5
 BLOCK_TOKENS = DEFAULT_BLOCK_SIZE
-DEFAULT_MAX_NUM_SEQS = {"throughput": 256, "latency": 64}
 DEFAULT_UTILIZATION = 0.9
-TP_SIZES = (1, 2, 4, 8, 16)
-# Layout scoring (objective throughput): full-context sequences served, discounted for the all-reduce traffic
-# of a TP group, per doubling of the TP size.  An assumption, not a measurement: NVLink TP costs some of each
-# decode step; a TP group over PCIe costs a lot (a 2-GPU PCIe TP deployment of this MoE was measured slower
-# than one GPU: the seed's benchmark).
-TP_EFFICIENCY = {"nvlink": 0.8, "pcie": 0.5}
 
 TABLE_HEADER = ("| hardware | model | fits | layout | KV cache (tokens/replica) | max concurrency @ context "
                 "| max_num_seqs |\n|---|---|---|---|---|---|---|")
 
 
-class PlanError(ValueError):
-    """Input the planner cannot work with; the message says what to change."""
 
 
 def gib(n):
@@ -149,24 +145,6 @@ def capacity(layout, available_bytes, max_model_len, batched_tokens=None):
                 kv_tokens=int(conc * max_model_len), short_sequence_capacity=num_blocks // smallest)
 
 
-def tp_allowed(arch, t):
-    """(ok, why-not) for a TP size: it must divide the attention heads; KV heads must divide by t or t by them;
-    linear-attention heads and experts (when EP is on) are checked by the caller."""
-    if arch["num_attention_heads"] % t:
-        return False, "TP %d does not divide the %d attention heads" % (t, arch["num_attention_heads"])
-    kvh = arch["num_kv_heads"]
-    if kvh % t and t % kvh:
-        return False, "TP %d and the %d KV heads do not divide one another" % (t, kvh)
-    lin = arch.get("linear_attention")
-    if lin and (lin["num_key_heads"] % t or lin["num_value_heads"] % t):
-        return False, "TP %d does not divide the linear-attention heads (%d key, %d value)" % (
-            t, lin["num_key_heads"], lin["num_value_heads"])
-    mamba = arch.get("mamba2")
-    if mamba and mamba["num_heads"] % t:
-        return False, "TP %d does not divide the %d Mamba2 heads" % (t, mamba["num_heads"])
-    return True, ""
-
-
 def default_batched_tokens(memory_bytes):
     return BATCHED_TOKENS_LARGE if memory_bytes >= 70 * GIB else BATCHED_TOKENS_SMALL
 
@@ -204,105 +182,9 @@ def cuda_total_bytes(gpu):
 # Features (profile data) -> enabled set
 # ---------------------------------------------------------------------------------------------------------
 
-def resolve_features(profile, objective, requested, context, strict=True):
-    """Decide which profile features are on.
-
-    ``requested``: {feature: bool or None} from the user (None = profile default for the objective).
-    ``context``: {expert_parallel: bool, hybrid: bool, mtp_layers: int} (what ``requires`` can name).
-    Returns (enabled {name: bool}, reasons [str]).  Raises PlanError on contradictions the user asked for.
-    """
-    feats = profile["serving"].get("features") or {}
-    requested = {k: v for k, v in (requested or {}).items() if v is not None}
-    unknown = sorted(set(requested) - set(feats))
-    if unknown:
-        raise PlanError("feature(s) %s are not defined for %s; its features: %s"
-                        % (", ".join(unknown), profile["id"], ", ".join(sorted(feats)) or "none"))
-    reasons = []
-    enabled = {}
-    explicit = {}
-    for name, f in feats.items():
-        d = f.get("default", False)
-        if isinstance(d, dict):
-            d = d[objective]
-        explicit[name] = name in requested
-        enabled[name] = bool(requested.get(name, d))
-    for name, f in feats.items():
-        if not enabled[name]:
-            continue
-        for req in f.get("requires") or []:
-            ok = bool(context.get(req))
-            if not ok:
-                if explicit[name] and strict:
-                    raise PlanError("feature %s needs %s, which this plan does not have (%s)"
-                                    % (name, req, _REQUIRE_TEXT[req]))
-                enabled[name] = False
-                if explicit[name]:
-                    reasons.append("%s is off: it needs %s, which this plan does not have." % (name, req))
-    for name, f in feats.items():
-        for c in f.get("conflicts") or []:
-            other = c["feature"]
-            if not (enabled[name] and enabled.get(other)):
-                continue
-            if explicit[name] and explicit[other]:
-                raise PlanError("features %s and %s were both requested but conflict: %s Turn one of them off."
-                                % (name, other, c["reason"]))
-            loser = other if explicit[name] or not explicit[other] else name
-            winner = name if loser == other else other
-            enabled[loser] = False
-            reasons.append("%s is off because %s is on: %s" % (loser, winner, " ".join(c["reason"].split())))
-    return enabled, reasons
-
-
-_REQUIRE_TEXT = {
-    "expert_parallel": "expert parallelism is planned only for a TP group of 2+ GPUs inside one NVLink domain",
-    "hybrid": "only hybrid linear-attention models have it",
-    "mtp_layers": "the model config has no MTP layers",
-}
-
-
-def feature_args(profile, enabled):
-    """vLLM args contributed by the profile's features: args_on when on, args_off when off."""
-    args = {}
-    for name, f in (profile["serving"].get("features") or {}).items():
-        part = f.get("args_on") if enabled.get(name) else f.get("args_off")
-        for k, v in (part or {}).items():
-            args[k] = v
-    return args
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Layout
 # ---------------------------------------------------------------------------------------------------------
-
-def _pack_nvlink(domains, usable, t):
-    groups = []
-    for dom in domains:
-        members = [g for g in dom if g in usable]
-        for i in range(0, len(members) - t + 1, t):
-            groups.append(members[i:i + t])
-    return groups
-
-
-def _pack_pcie(gpus, links, usable, t):
-    """Groups of t GPUs that cross PCIe: keep NUMA nodes together, pair by best link first."""
-    left = sorted(usable, key=lambda i: (gpus[i].get("numa_node") if gpus[i].get("numa_node") is not None else 0, i))
-    groups = []
-    while len(left) >= t:
-        g = [left.pop(0)]
-        while len(g) < t:
-            best = max(left, key=lambda j: (min(link_rank(links.get((k, j), "SYS")) for k in g), -left.index(j)))
-            g.append(best)
-            left.remove(best)
-        groups.append(sorted(g))
-    return groups
-
-
-def _worst_link(group, links):
-    if len(group) < 2:
-        return None
-    pairs = [links.get((a, b), "SYS") for a in group for b in group if a < b]
-    return min(pairs, key=link_rank)
-
 
 def _weights_loaded(profile, text_only, mtp_on):
     w = profile["weights_bytes"]
@@ -391,31 +273,6 @@ def _check_version(have, need):
     return t(have) >= t(need)
 
 
-def _speculative_tokens(profile, enabled):
-    """num_speculative_tokens of the speculative-config an enabled feature renders (0 when none)."""
-    for name, f in (profile["serving"].get("features") or {}).items():
-        if enabled.get(name):
-            sc = (f.get("args_on") or {}).get("speculative-config")
-            if isinstance(sc, dict):
-                return int(sc.get("num_speculative_tokens", 1))
-    return 0
-
-
-def _prefix_caching_on(profile, enabled):
-    for name, f in (profile["serving"].get("features") or {}).items():
-        part = f.get("args_on") if enabled.get(name) else f.get("args_off")
-        if "enable-prefix-caching" in (part or {}):
-            return bool(part["enable-prefix-caching"])
-    return False
-
-
-def _eager(profile, enabled):
-    for name, f in (profile["serving"].get("features") or {}).items():
-        if enabled.get(name) and (f.get("args_on") or {}).get("enforce-eager"):
-            return True
-    return False
-
-
 def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num_seqs=None,
          gpu_memory_utilization=None, accelerator="gpu", kv_cache_memory_bytes=None, features=None,
          tensor_parallel_size=None, enable_expert_parallel=None, kv_cache_dtype="auto", vllm_version=None,
@@ -492,7 +349,7 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
         result["fits"] = False
     result["suggestions"] = []
     if not result["fits"] and _suggest:
-        result["suggestions"] = suggest(gpu_facts, profile, dict(
+        result["suggestions"] = plan_suggestions.suggest(gpu_facts, profile, dict(
             objective=objective, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
             gpu_memory_utilization=util, accelerator=accelerator, kv_cache_memory_bytes=kv_cache_memory_bytes,
             features=features, tensor_parallel_size=tensor_parallel_size,
@@ -626,97 +483,6 @@ def _has_fp8(gpu):
         return True  # unknown: say nothing
 
 
-def _score(c):
-    """Throughput score of a candidate layout: full-context sequences over all replicas, discounted for TP."""
-    e = c["eval"]
-    if not e["fits"]:
-        return 0.0
-    served = len(c["groups"]) * min(e["max_concurrency"], e["max_num_seqs"])
-    return served * _tp_factor(c)
-
-
-def _tp_factor(c):
-    return TP_EFFICIENCY["nvlink" if c["nvlink"] else "pcie"] ** int(math.log2(c["t"]))
-
-
-def _describe(c):
-    e = c["eval"]
-    n = len(c["groups"])
-    name = "%d x TP%d%s" % (n, c["t"], "" if c["t"] == 1 else (" NVLink" if c["nvlink"] else " PCIe"))
-    if not e["fits"]:
-        return "%s does not fit (%s)" % (name, e["problem"])
-    return "%s holds %s full-context sequences (%d x %.2f, max_num_seqs %d)" % (
-        name, _fmt_num(n * min(e["max_concurrency"], e["max_num_seqs"])), n, e["max_concurrency"],
-        e["max_num_seqs"])
-
-
-def _fmt_num(x):
-    return ("%.1f" % x).rstrip("0").rstrip(".")
-
-
-def _usable_gpus(gpu_facts, reasons):
-    """The GPUs a plan may use (MIG-enabled ones are left out), their links and NVLink domains."""
-    if not gpu_facts or not gpu_facts.get("gpus"):
-        raise PlanError("gpu_facts lists no GPUs: run llmfleet.vllm.gpu_facts on a GPU host first, describe the "
-                        "hardware, or plan with accelerator: cpu")
-    gpus = {g["index"]: g for g in gpu_facts["gpus"]}
-    links = links_from_list(gpu_facts.get("links"))
-    usable = [i for i in sorted(gpus) if (gpus[i].get("mig_mode") or "").lower() != "enabled"]
-    mig = [i for i in sorted(gpus) if i not in usable]
-    if mig:
-        reasons.append("GPU %s: MIG is enabled; MIG slices are left out of this plan (disable MIG to use the "
-                       "whole GPU)." % ", ".join(map(str, mig)))
-    if not usable:
-        raise PlanError("no usable GPU: every GPU has MIG enabled")
-    domains = gpu_facts.get("nvlink_domains") or nvlink_domains(sorted(gpus), links)
-    return gpus, links, usable, domains
-
-
-def _check_forced(arch, profile, tp_forced, replicas_forced, n):
-    """Say why a forced TP size or replica count is impossible before looking for layouts: a size that does not
-    divide the heads (e.g. 3) is never a candidate, and "needs 3 GPUs" would send the user after the wrong fix."""
-    if tp_forced is not None:
-        ok, why = tp_allowed(arch, tp_forced) if tp_forced >= 1 else (False, "it must be at least 1")
-        if not ok:
-            raise PlanError("tensor_parallel_size %d is not possible for %s: %s; use one of %s" % (
-                tp_forced, profile["id"], why,
-                ", ".join(str(t) for t in TP_SIZES if t <= max(n, 1) and tp_allowed(arch, t)[0]) or "none"))
-        if tp_forced not in TP_SIZES:
-            raise PlanError("tensor_parallel_size %d is not a size this planner lays out (%s)"
-                            % (tp_forced, ", ".join(map(str, TP_SIZES))))
-    if replicas_forced is not None and int(replicas_forced) > n:
-        raise PlanError("replicas %d needs at least %d usable GPUs; this host has %d"
-                        % (replicas_forced, replicas_forced, n))
-
-
-def _candidates(arch, profile, topo, tp_forced, replicas_forced, evaluate):
-    """Every TP size the model allows on these GPUs: its replica groups (packed inside NVLink domains when they
-    hold one, else over PCIe), and the worst group's evaluation (``evaluate(t, group, layout)``)."""
-    gpus, links, usable, domains = topo
-    candidates = []
-    for t in TP_SIZES:
-        if t > len(usable):
-            break
-        ok, why = tp_allowed(arch, t)
-        if not ok:
-            if tp_forced == t:
-                raise PlanError("tensor_parallel_size %d is not possible for %s: %s" % (t, profile["id"], why))
-            continue
-        nv_groups = _pack_nvlink(domains, usable, t) if t > 1 else [[i] for i in usable]
-        if nv_groups:
-            groups, nvlink = nv_groups, True
-        else:
-            groups, nvlink = _pack_pcie(gpus, links, usable, t), False
-        if replicas_forced is not None:
-            if len(groups) < replicas_forced:
-                continue
-            groups = groups[:int(replicas_forced)]
-        evals = [evaluate(t, g) for g in groups]
-        worst = min(evals, key=lambda e: (e["fits"], e["max_concurrency"]))
-        candidates.append(dict(t=t, groups=groups, nvlink=nvlink, eval=worst))
-    return candidates
-
-
 def _memory_reasons(e, profile, opts, util, t, hybrid, used_gpus, reasons):
     """The plan's memory story: vLLM's profile terms per GPU, the KV layout, and what is not loaded."""
     layout = e["layout"]
@@ -739,100 +505,6 @@ def _memory_reasons(e, profile, opts, util, t, hybrid, used_gpus, reasons):
     if not opts["mtp_on"] and profile.get("mtp_weights_bytes"):
         reasons.append("MTP speculative decoding is off: its head (%s) is not loaded."
                        % gib(profile["mtp_weights_bytes"]))
-
-
-def _expert_parallel(arch, chosen, ep_forced, reasons):
-    """Expert parallelism: only for MoE models with a TP group of 2+ GPUs inside one NVLink domain."""
-    t = chosen["t"]
-    moe = arch.get("moe")
-    ep_possible = bool(moe) and t > 1 and chosen["nvlink"] and moe["num_experts"] % t == 0
-    if ep_forced is True and not ep_possible:
-        raise PlanError("enable_expert_parallel is true but expert parallelism needs a MoE model and a TP group of "
-                        "2+ GPUs inside one NVLink domain (this plan: TP %d, %s)"
-                        % (t, "NVLink" if chosen["nvlink"] else "PCIe"))
-    ep = ep_possible if ep_forced is None else bool(ep_forced)
-    if ep:
-        reasons.append("Expert parallelism on: the %d experts are spread over the %d NVLink-connected GPUs of each "
-                       "replica instead of slicing every expert." % (moe["num_experts"], t))
-    elif moe and t > 1 and not chosen["nvlink"]:
-        reasons.append("Expert parallelism off: its all-to-all traffic would cross PCIe.")
-    return ep
-
-
-def _choose_for_throughput(candidates, pool, replicas_forced, links, reasons):
-    """Objective throughput: the layout that serves the most full-context sequences, discounted for TP traffic."""
-    # Score every layout by what it serves (full-context sequences over all replicas), not by replica count.
-    chosen = max(pool, key=lambda c: (_score(c), -c["t"]))
-    others = [c for c in candidates if c is not chosen]
-    reasons.append(
-        "Objective throughput: each layout is scored by the full-context sequences it serves at once (replicas "
-        "x min(vLLM's max concurrency, max_num_seqs)), x %.1f per doubling of a TP group over NVLink and x %.1f "
-        "over PCIe (all-reduce traffic on every layer; an estimate). Chosen: %s. Others: %s." % (
-            TP_EFFICIENCY["nvlink"], TP_EFFICIENCY["pcie"], _describe(chosen),
-            "; ".join(_describe(c) for c in others) or "none"))
-    if replicas_forced is not None:
-        reasons.append("The number of replicas (%d) was set by the user." % replicas_forced)
-    tp2 = [c for c in candidates if c["t"] == 2 and c["eval"]["fits"]]
-    if tp2 and chosen["t"] != 2:
-        def held(c):
-            return len(c["groups"]) * min(c["eval"]["max_concurrency"], c["eval"]["max_num_seqs"])
-        if held(chosen) < held(tp2[0]):
-            reasons.append("%s holds fewer full-context sequences than %s, but scores higher: the TP2 layout "
-                           "holds only %.0f%% more sequences and would pay the all-reduce discount (x %.2f) "
-                           "on every step." % (_describe(chosen).split(" holds")[0],
-                                               _describe(tp2[0]).split(" holds")[0],
-                                               100.0 * (held(tp2[0]) / held(chosen) - 1), _tp_factor(tp2[0])))
-    if not chosen["nvlink"] and chosen["t"] > 1:
-        reasons.append(
-            "No NVLink domain holds a replica: the model needs TP %d, so the TP group crosses PCIe (%s). "
-            "Expect it to be slower per GPU than a single larger GPU: every layer all-reduces over PCIe, and "
-            "a 2-GPU PCIe TP deployment of a MoE model has been measured slower than one GPU."
-            % (chosen["t"], _worst_link(chosen["groups"][0], links)))
-    return chosen
-
-
-def _choose_layout(candidates, arch, objective, tp_forced, replicas_forced, links, n, reasons):
-    """The candidate the plan takes (forced by the user, the best for the objective, or the closest miss)."""
-    if tp_forced is not None and not any(c["t"] == tp_forced for c in candidates):
-        if replicas_forced is not None and tp_forced <= n:
-            raise PlanError("%d replicas of TP%d need %d GPUs in groups of %d; this host has %d usable GPUs and "
-                            "makes %d such groups" % (replicas_forced, tp_forced, replicas_forced * tp_forced,
-                                                      tp_forced, n, n // tp_forced))
-        raise PlanError("tensor_parallel_size %d needs %d usable GPUs; this host has %d" % (tp_forced, tp_forced, n))
-    if not candidates:
-        raise PlanError("replicas %d: no TP size makes that many groups of GPUs on this host" % replicas_forced)
-
-    fit_nv = [c for c in candidates if c["nvlink"] and c["eval"]["fits"]]
-    fit_any = [c for c in candidates if c["eval"]["fits"]]
-    if tp_forced is not None:
-        chosen = next(c for c in candidates if c["t"] == tp_forced)
-        if not chosen["nvlink"] and fit_nv:
-            raise PlanError("tensor_parallel_size %d would put a TP group across GPUs without NVLink between them, "
-                            "while TP %d fits inside one NVLink domain; leave tensor_parallel_size unset"
-                            % (tp_forced, fit_nv[0]["t"]))
-        reasons.append("Tensor parallel size %d was set by the user%s." % (
-            tp_forced, " (and %d replicas)" % replicas_forced if replicas_forced is not None else ""))
-    elif objective == "throughput" and fit_any:
-        chosen = _choose_for_throughput(candidates, fit_nv or fit_any, replicas_forced, links, reasons)
-    elif fit_nv:
-        t_min = fit_nv[0]["t"]
-        cap = max(t_min, arch["num_kv_heads"])
-        options = [c for c in fit_nv if c["t"] <= cap]
-        chosen = options[-1]
-        reasons.append("Objective latency: TP %d over NVLink splits each token's weight reads across GPUs; TP "
-                       "stops at %d because beyond the %d KV heads every GPU would hold a replicated copy of "
-                       "the KV cache." % (chosen["t"], cap, arch["num_kv_heads"]))
-    elif fit_any:
-        chosen = fit_any[0]
-        if chosen["t"] > 1:
-            reasons.append(
-                "No NVLink domain holds a replica: the model needs TP %d, so the TP group crosses PCIe (%s). "
-                "Expect it to be slower per GPU than a single larger GPU: every layer all-reduces over PCIe, and "
-                "a 2-GPU PCIe TP deployment of a MoE model has been measured slower than one GPU."
-                % (chosen["t"], _worst_link(chosen["groups"][0], links)))
-    else:
-        chosen = max(candidates, key=lambda c: (c["eval"]["max_concurrency"], c["eval"]["available_bytes_per_gpu"]))
-    return chosen
 
 
 def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_facts, features, tp_forced,
@@ -914,129 +586,6 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         layout="%d x TP%d%s%s" % (len(groups), t, " EP" if ep else "",
                                   "" if t == 1 else (" NVLink" if chosen["nvlink"] else " PCIe")),
     )
-    return out
-
-
-def _largest_context(attempt, hi, **changes):
-    """Largest max_model_len (a multiple of 1024, or 256 for short contexts) that fits with ``changes``."""
-    step = 1024 if hi > 8192 else 256
-    lo, best = 0, None
-    while hi - lo > step:
-        mid = (lo + hi) // 2
-        mid -= mid % step
-        if mid <= lo:
-            break
-        r = attempt(max_model_len=mid, **changes)
-        if r and r["fits"]:
-            lo, best = mid, r
-        else:
-            hi = mid
-    return lo, best
-
-
-def suggest(gpu_facts, profile, inputs, failed, alternatives):
-    """The smallest changes that make a failed plan fit.  Each: {'set': {input: value}, 'text': sentence}."""
-    out = []
-
-    def attempt(p=profile, **changes):
-        kw = dict(inputs)
-        kw.update(changes)
-        try:
-            return plan(gpu_facts, p, alternatives=None, _suggest=False, **kw)
-        except PlanError:
-            return None
-
-    if inputs.get("vllm_version") is not None and failed.get("vllm_version_ok") is False:
-        out.append({"set": {"vllm_version": failed["min_vllm_version"]},
-                    "text": "Use vLLM %s or newer." % failed["min_vllm_version"]})
-        return out
-    # 1. a shorter context
-    ctx, best = _largest_context(attempt, inputs["max_model_len"])
-    if best:
-        out.append({"set": {"max_model_len": ctx},
-                    "text": "Lower max_model_len to %d (KV cache then %d tokens per replica, layout %s)."
-                            % (ctx, best["kv_cache_tokens"], best["layout"])})
-    # 2. fewer sequences in flight
-    current = inputs.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS[inputs["objective"]]
-    for s_ in (64, 32, 16, 8, 4, 1):
-        if s_ < current:
-            r = attempt(max_num_seqs=s_)
-            if r and r["fits"]:
-                out.append({"set": {"max_num_seqs": s_}, "text": "Lower max_num_seqs to %d." % s_})
-                break
-    # 3. more of the memory
-    if inputs["accelerator"] == "gpu":
-        for u in (0.92, 0.95):
-            if u > inputs["gpu_memory_utilization"]:
-                r = attempt(gpu_memory_utilization=u)
-                if r and r["fits"]:
-                    out.append({"set": {"gpu_memory_utilization": u},
-                                "text": "Raise gpu_memory_utilization to %.2f (less headroom for other processes on "
-                                        "the GPU)." % u})
-                    break
-    else:
-        lay = failed["kv_cache_layout"]
-        need = blocks_per_request(lay, inputs["max_model_len"]) * lay["page_bytes"] * lay["group_size"]
-        out.append({"set": {"kv_cache_memory_bytes": need},
-                    "text": "Give the CPU engine at least %d bytes of KV cache (--kv-cache-memory-bytes)." % need})
-    # 4. when no single knob is enough: all of them at once
-    if not out and inputs["accelerator"] == "gpu":
-        for s_ in (16, 4, 1):
-            ctx, best = _largest_context(attempt, inputs["max_model_len"], max_num_seqs=s_,
-                                         gpu_memory_utilization=max(0.95, inputs["gpu_memory_utilization"]))
-            if best:
-                out.append({"set": {"max_model_len": ctx, "max_num_seqs": s_,
-                                    "gpu_memory_utilization": best["gpu_memory_utilization"]},
-                            "text": "Squeeze it in: max_model_len %d, max_num_seqs %d, gpu_memory_utilization %.2f "
-                                    "(KV cache %d tokens; little room to spare)."
-                                    % (ctx, s_, best["gpu_memory_utilization"], best["kv_cache_tokens"])})
-                break
-    # 5. a smaller checkpoint of the same family
-    for alt in sorted(alternatives, key=lambda a: a["weights_bytes"], reverse=True):
-        if alt["id"] == profile["id"] or alt["family"] != profile["family"] or \
-                alt["weights_bytes"] >= profile["weights_bytes"]:
-            continue
-        r = attempt(p=alt)
-        if r and r["fits"]:
-            out.append({"set": {"model": alt["id"]},
-                        "text": "Serve %s instead (%s weights): fits as %s with %d KV tokens per replica."
-                                % (alt["id"], gib(alt["weights_bytes"]), r["layout"], r["kv_cache_tokens"])})
-            break
-    # 6. feature trade-offs that free memory
-    feats = inputs.get("features") or {}
-    if failed.get("features", {}).get("mtp"):
-        r = attempt(features=dict(feats, mtp=False))
-        if r and r["fits"]:
-            out.append({"set": {"features": {"mtp": False}}, "text": "Turn MTP speculative decoding off."})
-    if "text_only" in failed.get("features", {}) and not failed["features"]["text_only"]:
-        r = attempt(features=dict(feats, text_only=True))
-        if r and r["fits"]:
-            out.append({"set": {"features": {"text_only": True}}, "text": "Serve text only (--language-model-only)."})
-    # 7. more GPUs like these (NVLink-connected only if these have NVLink)
-    if inputs["accelerator"] == "gpu" and gpu_facts and gpu_facts.get("gpus"):
-        from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
-        g0 = min(gpu_facts["gpus"], key=lambda g: g["memory_total_mib"])
-        has_nv = any(nvlink_count(link["type"]) for link in gpu_facts.get("links") or [])
-        link = max((link["type"] for link in gpu_facts.get("links") or []), key=link_rank, default="PHB") \
-            if has_nv else "PHB"
-        for count in (2, 4, 8):
-            if count <= len(gpu_facts["gpus"]):
-                continue
-            spec = gpu_facts_from_spec({"count": count, "name": g0.get("name"), "memory_mib": g0["memory_total_mib"],
-                                        "link": link})
-            kw = dict(inputs)
-            kw.pop("tensor_parallel_size", None)
-            kw.pop("replicas", None)
-            try:
-                r = plan(spec, profile, alternatives=None, _suggest=False, **kw)
-            except PlanError:
-                r = None
-            if r and r["fits"]:
-                out.append({"set": {"gpus": count},
-                            "text": "Use %d GPUs like these (%s, %s): fits as %s."
-                                    % (count, g0.get("name") or "same memory", "NVLink" if has_nv else "PCIe",
-                                       r["layout"])})
-                break
     return out
 
 
