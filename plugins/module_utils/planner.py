@@ -48,12 +48,11 @@ import math
 from ansible_collections.llmfleet.vllm.plugins.module_utils import engine_memory as EM
 from ansible_collections.llmfleet.vllm.plugins.module_utils import kv_specs as K
 from ansible_collections.llmfleet.vllm.plugins.module_utils import plan_suggestions
-from ansible_collections.llmfleet.vllm.plugins.module_utils.layout_search import (  # noqa: F401 - re-exported
+from ansible_collections.llmfleet.vllm.plugins.module_utils.layout_search import (  # pylint: disable=unused-import
     _candidates, _check_forced, _choose_layout, _expert_parallel, _fmt_num, _usable_gpus, _worst_link, tp_allowed)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import DTYPE_BYTES, OBJECTIVES
-from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import (  # noqa: F401 - re-exported
-    DEFAULT_MAX_NUM_SEQS, TP_EFFICIENCY, TP_SIZES, PlanError)
-from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import (  # noqa: F401 - re-exported
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import DEFAULT_MAX_NUM_SEQS, PlanError
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import (
     _eager, _prefix_caching_on, _speculative_tokens, feature_args, resolve_features)
 
 MIB = 1024 ** 2
@@ -86,8 +85,6 @@ DEFAULT_UTILIZATION = 0.9
 
 TABLE_HEADER = ("| hardware | model | fits | layout | KV cache (tokens/replica) | max concurrency @ context "
                 "| max_num_seqs |\n|---|---|---|---|---|---|---|")
-
-
 
 
 def gib(n):
