@@ -239,6 +239,14 @@ throughput_bps:
   description: bytes_fetched / seconds.
   returned: always
   type: int
+leftovers_removed:
+  description:
+    - What an interrupted or refused placement had left next to O(dest) (the staging directory, the lock file, the
+      progress file) and this run removed (in check mode, would remove) because O(dest) is complete. A placement
+      that fails removes its lock file; its staging directory and progress file stay for the next run to resume.
+  returned: always
+  type: list
+  elements: str
 streamed_hashes:
   description: Files whose sha256 was computed while they were being written (no verification tail).
   returned: when files were fetched

@@ -214,10 +214,11 @@ def test_new_weights_in_the_same_model_directory_restart_the_replica(host, tmp_p
 
 
 def test_a_model_that_cannot_serve_is_rolled_back_and_the_previous_one_serves(host):
-    """Issue 28: a model the CPU engine cannot serve (head size 16: it starts and passes /health, then dies on its
-    first request), deployed into the same model directory over the serving replica: the run fails with the
-    diagnosis, the previous configuration and weights serve again, and one good re-run changes nothing.
-    Last: it restarts the replica."""
+    """Issue 28: a model the CPU engine cannot serve (the test bed's tiny model with head size 16: it starts and passes
+    /health, then dies on its first request), deployed into the same model directory over the serving replica, with
+    the serve stage's check of the head size against the image turned off (vllm_server_check_flags: false, as an
+    image that cannot tell): the run fails with the diagnosis, the previous configuration and weights serve again,
+    and one good re-run changes nothing. Last: it restarts the replica."""
     import os
     bad_model = os.environ["LLMFLEET_TEST_UNSERVABLE_MODEL_DIR"]
     greedy_before, manifest_before = _chat(host), _manifest(host)

@@ -4,8 +4,7 @@ Runs inside the vllm-cpu test image (it has torch, transformers and tokenizers; 
     docker run --rm -v $PWD/tests/images/tiny-model:/recipe:ro -v OUT:/out --entrypoint python3 IMAGE \
         /recipe/make_tiny_model.py /out
 The numbers below are the test model's contract (the planner's test profile is written from them): change
-them only together with that profile. LLMFLEET_TINY_HEAD_DIM makes a variant with another head size (16: one the
-vLLM CPU engine's attention does not support, the rollback test's model that cannot serve).
+them only together with that profile.
 """
 import glob
 import json
@@ -32,7 +31,7 @@ ARCH = {
     "num_hidden_layers": 4,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
-    "head_dim": int(os.environ.get("LLMFLEET_TINY_HEAD_DIM") or 64),
+    "head_dim": 64,
     "intermediate_size": 256,
     "moe_intermediate_size": 64,
     "num_experts": 8,

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Test-bed step: generate the tiny random Qwen3-MoE model (tests/images/tiny-model/make_tiny_model.py, run
-# inside the vllm-cpu image: the host venv has no torch) into .cache/models/tiny-qwen3-moe, cached by the
-# script's hash and the image's recipe hash; and its variant with head size 16, which the vLLM CPU engine's
-# attention does not support (it starts, then dies on its first request: the rollback test's model that cannot
-# serve), into .cache/models/tiny-qwen3-moe-hd16.
+# inside the vllm-cpu image: the host venv has no torch) into .cache/models/tiny-qwen3-moe, and its variant with
+# head size 16 (make_tiny_model_hd16.py), which the vLLM CPU engine's attention does not support (it starts, then
+# dies on its first request: the model that cannot serve of the rollback and bad-input tests), into
+# .cache/models/tiny-qwen3-moe-hd16; each cached by its scripts' hash and the image's recipe hash.
 # Appends LLMFLEET_TEST_MODEL_DIR=<absolute path> and LLMFLEET_TEST_UNSERVABLE_MODEL_DIR=<absolute path>.
 # Usage: 40-tiny-model.sh ENV_FILE
 # testbed-needs: vllm-image
@@ -14,19 +14,20 @@ recipe="$top/tests/images/tiny-model"
 models="${LLMFLEET_CACHE_DIR:-$top/.cache}/models"
 image=$("$top/tests/testbed/image.sh" vllm-cpu)
 
-generate() {  # generate OUT HEAD_DIM
-  local out=$1 head_dim=$2
-  local key="$(sha256sum "$recipe/make_tiny_model.py" | cut -c1-16) $image $head_dim"
+generate() {  # generate OUT SCRIPT...: the first script makes the model, every script's hash is in the stamp
+  local out=$1 key
+  shift
+  key="$(cd "$recipe" && cat "$@" | sha256sum | cut -c1-16) $image"
   [ "$(cat "$out/.llmfleet-stamp" 2>/dev/null)" = "$key" ] && return 0
-  echo "testbed: generating the tiny model (head size $head_dim) into $out" >&2
+  echo "testbed: generating the tiny model into $out ($1)" >&2
   rm -rf "$out.partial"; mkdir -p "$out.partial"
   docker run --rm --network none --user "$(id -u):$(id -g)" -e HOME=/tmp -e PYTHONHASHSEED=0 \
-    -e TOKENIZERS_PARALLELISM=false -e LLMFLEET_TINY_HEAD_DIM="$head_dim" -v "$recipe:/recipe:ro" \
-    -v "$out.partial:/out" --entrypoint python3 "$image" /recipe/make_tiny_model.py /out >&2
+    -e TOKENIZERS_PARALLELISM=false -v "$recipe:/recipe:ro" -v "$out.partial:/out" \
+    --entrypoint python3 "$image" "/recipe/$1" /out >&2
   echo "$key" > "$out.partial/.llmfleet-stamp"
   rm -rf "$out"; mv "$out.partial" "$out"
 }
-generate "$models/tiny-qwen3-moe" 64
-generate "$models/tiny-qwen3-moe-hd16" 16
+generate "$models/tiny-qwen3-moe" make_tiny_model.py
+generate "$models/tiny-qwen3-moe-hd16" make_tiny_model_hd16.py make_tiny_model.py
 echo "LLMFLEET_TEST_MODEL_DIR=$models/tiny-qwen3-moe" >> "$env_file"
 echo "LLMFLEET_TEST_UNSERVABLE_MODEL_DIR=$models/tiny-qwen3-moe-hd16" >> "$env_file"
