@@ -257,17 +257,22 @@ throughput_bps:
   type: int
 peer_transfer:
   description:
-    - What the peers delivered (O(peers) given): C(bytes) and C(files) received from peers, C(left) (paths no
-      peer delivered, fetched from the hub), C(tried) (one entry per peer tried - host, url, rc, reason, seconds,
-      files, stderr).
+    - "What the peers delivered (O(peers) given): C(bytes) and C(files) received from peers, C(left) (paths no
+      peer delivered, fetched from the hub), C(tried) (one entry per peer tried: host, url, rc, reason, seconds,
+      files, stderr)."
   returned: when O(peers) was given and files were fetched
   type: dict
+peer_tool:
+  description: Path of the rsync the O(peers) transfer uses on this host (null when it is not installed).
+  returned: always
+  type: str
 streamed_hashes:
   description: Files whose sha256 was computed while they were being written (no verification tail).
   returned: when files were fetched
   type: int
 """
 
+import shutil
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -309,6 +314,7 @@ def main():
         module.fail_json(msg=str(e))
     except Exception as e:  # a hub or OS error: say which, keep the traceback for -vvv
         module.fail_json(msg="model_fetch failed: %s: %s" % (type(e).__name__, e), exception=traceback.format_exc())
+    result["peer_tool"] = shutil.which("rsync")
     module.exit_json(msg=msg, **result)
 
 
