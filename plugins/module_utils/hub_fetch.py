@@ -146,7 +146,8 @@ class Progress(threading.Thread):
                 done += min(self.sizes[p], os.path.getsize(os.path.join(self.staging, p)))
             except OSError:
                 pass
-        for f in incomplete_files(self.staging) + part_files(self.staging, self.to_fetch):
+        for f in incomplete_files(self.staging) + part_files(self.staging, self.to_fetch) + \
+                peer_fetch.in_flight(self.staging):
             try:
                 done += os.path.getsize(f)
             except OSError:
@@ -718,7 +719,8 @@ def fetch(params, check_mode=False, warn=None):
                     # Peers of the fleet first (rsync over the LAN); what they cannot deliver, or deliver
                     # wrong, goes to the hub on the next attempt. Verified below against the hub's manifest.
                     result["peer_transfer"] = peer_fetch.pull(
-                        p["peers"], staging, dict((x, sizes[x]) for x in fetch), p.get("peer_timeout") or 30)
+                        p["peers"], staging, dict((x, sizes[x]) for x in fetch), p.get("peer_timeout") or 30,
+                        min(10, p.get("peer_timeout") or 30), p.get("peer_bwlimit_kib") or 0)
                 elif src in ("hf", "modelscope"):
                     hub_download(p, staging, fetch)
                 elif src == "local":

@@ -26,6 +26,15 @@ __metaclass__ = type
 WORK_DIR = os.path.join(".cache", "llmfleet-peer")
 
 
+def in_flight(staging):
+    """Files rsync is writing now (its temp files), for the progress line."""
+    tmp = os.path.join(staging, WORK_DIR, "tmp")
+    try:
+        return [os.path.join(tmp, n) for n in os.listdir(tmp)]
+    except OSError:
+        return []
+
+
 def _sizes_on_disk(staging, paths):
     out = {}
     for rel in paths:

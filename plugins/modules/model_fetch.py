@@ -136,6 +136,10 @@ options:
     description: Seconds without data after which rsync gives up on a peer and the next one is tried.
     type: int
     default: 30
+  peer_bwlimit_kib:
+    description: Most KiB/s one transfer from a peer may use (rsync C(--bwlimit)); 0 is no limit.
+    type: int
+    default: 0
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -303,6 +307,7 @@ def main():
             peers=dict(type="list", elements="dict", options=dict(url=dict(type="str", required=True),
                                                                    host=dict(type="str"))),
             peer_timeout=dict(type="int", default=30),
+            peer_bwlimit_kib=dict(type="int", default=0),
         ),
         required_if=[("source", "hf", ["repo_id"]), ("source", "modelscope", ["repo_id"]),
                      ("source", "local", ["local_path"]), ("source", "archive", ["archive_path"])],

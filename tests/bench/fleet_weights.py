@@ -141,20 +141,26 @@ def ansible_env():
                 PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
 
 
-def playbook(work, name, text, hosts, extra):
-    """Run a playbook on the hosts (docker connection); returns (wall seconds, changed count, output)."""
+def start_playbook(work, name, text, hosts, extra):
+    """Start a playbook on the hosts (docker connection); returns the process (output in work/<name>.log)."""
     (work / (name + ".yml")).write_text(text)
     inv = {"all": {"hosts": {h: {"ansible_connection": "community.docker.docker",
                                  "ansible_python_interpreter": "/usr/bin/python3"} for h in hosts},
                    "vars": extra}}
     (work / (name + "-inventory.json")).write_text(json.dumps(inv))
+    return subprocess.Popen([str(Path(sys.executable).parent / "ansible-playbook"), "-i",
+                             str(work / (name + "-inventory.json")), "-f", "10", str(work / (name + ".yml"))],
+                            env=ansible_env(), stdout=open(work / (name + ".log"), "w"), stderr=subprocess.STDOUT)
+
+
+def playbook(work, name, text, hosts, extra, allow_failure=False):
+    """Run a playbook on the hosts (docker connection); returns (wall seconds, changed count, output)."""
     t0 = time.monotonic()
-    p = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(work / (name + "-inventory.json")),
-                        "-f", "10", str(work / (name + ".yml"))], env=ansible_env(), capture_output=True, text=True)
+    p = start_playbook(work, name, text, hosts, extra)
+    p.wait()
     wall = time.monotonic() - t0
-    out = p.stdout + p.stderr
-    (work / (name + ".log")).write_text(out)
-    if p.returncode != 0:
+    out = (work / (name + ".log")).read_text()
+    if p.returncode != 0 and not allow_failure:
         raise SystemExit("%s failed (rc %d); last output:\n%s" % (name, p.returncode, out[-6000:]))
     changed = sum(int(m) for m in re.findall(r"changed=(\d+)", out.split("PLAY RECAP", 1)[-1]))
     return wall, changed, out
@@ -163,9 +169,8 @@ def playbook(work, name, text, hosts, extra):
 def prepared_image(bed, work, wheelhouse):
     """The host image with rsync, python3-venv and the hub clients (built once, cached by its inputs)."""
     clients = (ROOT / "roles" / "model_weights" / "tasks" / "clients.yml").read_bytes()
-    defaults = (ROOT / "roles" / "model_weights" / "defaults" / "main.yml").read_bytes()
     wheels = "\n".join(sorted(os.listdir(wheelhouse)))
-    tag = hashlib.sha256(bed.base_image.encode() + clients + defaults + wheels.encode()).hexdigest()[:12]
+    tag = hashlib.sha256(bed.base_image.encode() + clients + wheels.encode()).hexdigest()[:12]
     ref = "llmfleet-bench/fleet-weights-host:%s" % tag
     if sh("docker", "image", "inspect", ref, check=False).returncode == 0:
         return ref
@@ -214,6 +219,42 @@ def run_fleet(bed, work, image, n, hub, role_vars, expected, tag, rerun=False):
     return res
 
 
+def run_kill_seed(bed, work, image, n, hub, role_vars, expected, model_bytes, bwlimit_mib):
+    """N hosts; the seed (the first host: it downloads from the hub) is killed (docker kill: the host is gone)
+    once its first puller holds a third of the model. The peer transfers are capped at bwlimit_mib so that the
+    kill lands mid-transfer. The survivors must still end verified, from another peer or from the hub."""
+    names = ["%s-k%d" % (bed.prefix, i + 1) for i in range(n)]
+    for name in names:
+        bed.start(name, image)
+    extra = dict(role_vars, model_weights_peer_bwlimit_kib=int(bwlimit_mib * 1024), model_weights_peer_timeout=5)
+    staging = "%s/.%s.partial" % (os.path.dirname(DEST), os.path.basename(DEST))
+    hub_before = hub.bytes_sent()
+    t0 = time.monotonic()
+    proc = start_playbook(work, "kill-seed", PLAYBOOK, names, extra)
+    killed_at, pulled = None, 0
+    while proc.poll() is None and killed_at is None:
+        out = sh("docker", "exec", names[1], "sh", "-c", "du -sb %s 2>/dev/null | cut -f1" % staging,
+                 check=False).stdout.strip()
+        pulled = int(out) if out.isdigit() else 0
+        if pulled >= model_bytes // 3:
+            sh("docker", "kill", names[0])
+            killed_at = time.monotonic() - t0
+        time.sleep(0.3)
+    proc.wait()
+    wall = time.monotonic() - t0
+    out = (work / "kill-seed.log").read_text()
+    survivors = names[1:]
+    flat = re.sub(r"\n\s+", " ", out)
+    delivered = ["%s: %s" % m for m in re.findall(r"ok: \[(\S+)\] =>\s+msg: '(/srv[^']* from peers, [^']*)'", flat)]
+    res = {"hosts": n, "model_bytes": model_bytes, "seed_killed": killed_at is not None,
+           "seed_killed_after_s": None if killed_at is None else round(killed_at, 1),
+           "first_puller_had_bytes": pulled, "hub_bytes": hub.bytes_sent() - hub_before, "wall_s": round(wall, 1),
+           "playbook_rc": proc.returncode, "survivors": len(survivors),
+           "verified_survivors": sum(1 for h in survivors if verified(h, expected)), "peer_reports": delivered}
+    bed.remove(names)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=3)
@@ -224,6 +265,10 @@ def main():
                     help="prefix of this bench's containers and network")
     ap.add_argument("--testbed-env", default=str(ROOT / ".cache" / "testbed.env"))
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, inventories)")
+    ap.add_argument("--kill-seed", action="store_true",
+                    help="instead: kill the seeding host while its first puller copies from it (peer transfers "
+                         "capped at --peer-mib) and check that the others still end verified")
+    ap.add_argument("--peer-mib", type=float, default=4.0, help="--kill-seed: cap of each peer transfer, MiB/s")
     a = ap.parse_args()
     env = load_env(a.testbed_env)
     for key in ("MOLECULE_HOST_IMAGE", "LLMFLEET_TEST_WHEELHOUSE"):
@@ -253,6 +298,18 @@ def main():
                      "model_weights_poll_interval": 1}
         log("model: %d files, %.1f MiB; hub link %.1f MiB/s (shared) at %s; load %s" % (
             len(expected), model_bytes / 2 ** 20, a.hub_mib, endpoint, " ".join(loadavg())))
+        if a.kill_seed:
+            res = run_kill_seed(bed, work, image, max(2, a.hosts), hub, role_vars, expected, model_bytes, a.peer_mib)
+            print("seed killed after %s s (its first puller held %.1f MiB); playbook rc %s (the dead host is "
+                  "unreachable); survivors verified %d/%d; hub served %.1f MiB of a %.1f MiB model; wall %.1f s" % (
+                      res["seed_killed_after_s"], res["first_puller_had_bytes"] / 2 ** 20, res["playbook_rc"],
+                      res["verified_survivors"], res["survivors"], res["hub_bytes"] / 2 ** 20, model_bytes / 2 ** 20,
+                      res["wall_s"]))
+            for line in res["peer_reports"]:
+                print("  " + line)
+            if a.json:
+                print(json.dumps(res))
+            return 0 if res["seed_killed"] and res["verified_survivors"] == res["survivors"] else 1
         one = run_fleet(bed, work, image, 1, hub, role_vars, expected, "one")
         log("one host:  %.1f s, hub %.1f MiB, verified %d/1" % (one["wall_s"], one["hub_bytes"] / 2 ** 20,
                                                                  one["verified_hosts"]))
