@@ -18,7 +18,7 @@ sha256 inside the host equals the published model's, and the role's marker is th
 holds (N hosts: hub bytes <= 1.05 x model bytes, wall <= 1.5 x one host). With --json the last line is one JSON
 object: hosts, model_bytes, hub_bytes, wall_s, wall_one_host_s, verified_hosts (and a few more keys).
 
-Usage: fleet_weights.py --hosts N [--json] [--model-mb 64] [--hub-mib 1] [--name PREFIX] [--keep]
+Usage: fleet_weights.py --hosts N [--json] [--model-mb 128] [--hub-mib 1] [--name PREFIX] [--keep]
 """
 import argparse
 import hashlib
@@ -259,7 +259,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=3)
     ap.add_argument("--json", action="store_true", help="end with one JSON line")
-    ap.add_argument("--model-mb", type=float, default=64, help="synthetic model size in MiB (two shards)")
+    ap.add_argument("--model-mb", type=float, default=128, help="synthetic model size in MiB (two shards)")
     ap.add_argument("--hub-mib", type=float, default=1.0, help="the hub side's link, MiB/s (shared by all hosts)")
     ap.add_argument("--name", default=os.environ.get("LLMFLEET_FLEET_WEIGHTS_NAME", "llmfleet-fleetw"),
                     help="prefix of this bench's containers and network")

@@ -41,10 +41,15 @@ def model_bytes(model_dir):
 
 
 @pytest.fixture(scope="module")
-def olah(model_dir, tmp_path_factory):
+def mirrors(model_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("mirrors")
     hub_repo.publish(model_dir, root, REPO)
-    srv = hubs.start_olah(root, probe_repo=REPO)
+    return root
+
+
+@pytest.fixture(scope="module")
+def olah(mirrors):
+    srv = hubs.start_olah(mirrors, probe_repo=REPO)
     yield srv
     srv.stop()
 
@@ -107,13 +112,24 @@ def peers(tmp_path):
         p.stop()
 
 
-def start_fetch(tmp_path, hub, peer_list, name="dest"):
-    args = {"source": "hf", "repo_id": REPO, "endpoint": hub.url, "dest": str(tmp_path / "models" / name),
-            "token": "hub-secret-token-not-for-peers", "peers": [{"host": h, "url": u} for h, u in peer_list],
-            "peer_timeout": 5, "max_workers": 2}
+@pytest.fixture
+def ms_hub(mirrors):
+    """The test bed's ModelScope API server (a test double of modelscope.cn) over the same repo, counted."""
+    srv = hubs.start_modelscope(mirrors)
+    proxy = hubs.start_throttle(srv.url, 0, stats=True)
+    yield proxy
+    proxy.stop()
+    srv.stop()
+
+
+def start_fetch(tmp_path, hub, peer_list, name="dest", source="hf"):
+    args = {"source": source, "repo_id": REPO, "endpoint": hub.url, "dest": str(tmp_path / "models" / name),
+            "token": "hub-secret-token-not-for-peers", "revision": "v1" if source == "modelscope" else None,
+            "peers": [{"host": h, "url": u} for h, u in peer_list], "peer_timeout": 5, "max_workers": 2}
     argfile = tmp_path / ("args-%s.json" % name)
     argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "collections"), HF_HOME=str(tmp_path / "hf-home"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "collections"), HF_HOME=str(tmp_path / "hf-home"),
+               MODELSCOPE_CACHE=str(tmp_path / "ms-home"))
     return subprocess.Popen([sys.executable, str(ROOT / "plugins" / "modules" / "model_fetch.py"), str(argfile)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -193,3 +209,13 @@ def test_a_peer_serving_wrong_bytes_is_caught_by_the_hubs_sha256_and_the_hub_del
     assert same_files(model_dir, tmp_path / "models" / "dest")
     big = (model_dir / BIG).stat().st_size
     assert big <= hub.bytes_sent() < big + model_bytes / 10  # the bad shard only, from the hub
+
+
+def test_modelscope_pullers_verify_against_modelscopes_sha256_and_take_the_bytes_from_peers(tmp_path, ms_hub, peers,
+                                                                                          model_dir, model_bytes):
+    seed = peers("seed", model_dir)
+    res = finish(start_fetch(tmp_path, ms_hub, [("seed", seed.url)], source="modelscope"))
+    assert res["peer_transfer"]["bytes"] == model_bytes and res["peer_transfer"]["left"] == []
+    assert res["verified"]["sha256"] >= 2
+    assert same_files(model_dir, tmp_path / "models" / "dest")
+    assert ms_hub.bytes_sent() < model_bytes / 20
