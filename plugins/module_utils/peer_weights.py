@@ -107,9 +107,12 @@ def schedule(hosts, port=8873, fanout=1, max_peers=MAX_PEERS):
             r += 1
             batch = needers[:len(available) * int(fanout)]
             needers = needers[len(batch):]
+            # The newest holders serve first: the seed, busy in every round so far, serves only when there are
+            # as many pullers as holders (3 hosts: the seed serves the second, the second the third).
+            newest = available[::-1]
             for i, m in enumerate(batch):
-                j = i % len(available)
-                order = available[j:] + available[:j]  # primary first, then the other holders, spread
+                j = i % len(newest)
+                order = newest[j:] + newest[:j]  # primary first, then the other holders, spread
                 out[m["host"]].update(round=r, source="peers",
                                       peers=[{"host": o["host"], "url": peer_url(o["address"], port, o["module"])}
                                              for o in order[:max_peers]])

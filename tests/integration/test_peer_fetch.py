@@ -149,8 +149,8 @@ def same_files(a, b):
     return all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
 
 
-def test_a_puller_takes_every_byte_from_a_peer_and_only_metadata_from_the_hub(tmp_path, hub, peers, model_dir,
-                                                                               model_bytes):
+def test_a_puller_takes_every_byte_from_a_peer_and_only_metadata_from_the_hub(
+        tmp_path, hub, peers, model_dir, model_bytes):
     seed = peers("seed", model_dir)
     res = finish(start_fetch(tmp_path, hub, [("seed", seed.url)]))
     assert res["changed"] and res["peer_transfer"]["bytes"] == model_bytes
@@ -160,8 +160,8 @@ def test_a_puller_takes_every_byte_from_a_peer_and_only_metadata_from_the_hub(tm
     assert hub.bytes_sent() < model_bytes / 20  # listing and metadata only, no file bytes
 
 
-def test_a_peer_that_dies_mid_transfer_is_replaced_by_the_next_which_resumes(tmp_path, hub, peers, model_dir,
-                                                                            model_bytes):
+def test_a_peer_that_dies_mid_transfer_is_replaced_by_the_next_which_resumes(
+        tmp_path, hub, peers, model_dir, model_bytes):
     slow = peers("slow", model_dir, rate=PEER_RATE)
     other = peers("other", model_dir)
     proc = start_fetch(tmp_path, hub, [("slow", slow.url), ("other", other.url)])
@@ -194,8 +194,8 @@ def test_when_every_peer_is_gone_the_hub_delivers(tmp_path, hub, peers, model_di
     assert hub.bytes_sent() >= model_bytes
 
 
-def test_a_peer_serving_wrong_bytes_is_caught_by_the_hubs_sha256_and_the_hub_delivers(tmp_path, hub, peers,
-                                                                                        model_dir, model_bytes):
+def test_a_peer_serving_wrong_bytes_is_caught_by_the_hubs_sha256_and_the_hub_delivers(
+        tmp_path, hub, peers, model_dir, model_bytes):
     bad = tmp_path / "bad-copy"
     shutil.copytree(model_dir, bad)
     with open(bad / BIG, "r+b") as f:  # one flipped byte deep in the tensor data: same size, same header
@@ -211,8 +211,8 @@ def test_a_peer_serving_wrong_bytes_is_caught_by_the_hubs_sha256_and_the_hub_del
     assert big <= hub.bytes_sent() < big + model_bytes / 10  # the bad shard only, from the hub
 
 
-def test_modelscope_pullers_verify_against_modelscopes_sha256_and_take_the_bytes_from_peers(tmp_path, ms_hub, peers,
-                                                                                          model_dir, model_bytes):
+def test_modelscope_pullers_verify_against_modelscopes_sha256_and_take_the_bytes_from_peers(
+        tmp_path, ms_hub, peers, model_dir, model_bytes):
     seed = peers("seed", model_dir)
     res = finish(start_fetch(tmp_path, ms_hub, [("seed", seed.url)], source="modelscope"))
     assert res["peer_transfer"]["bytes"] == model_bytes and res["peer_transfer"]["left"] == []

@@ -38,6 +38,12 @@ def test_one_host_downloads_from_the_hub_and_the_others_pull_in_doubling_rounds(
         assert len(primaries) == len(set(primaries))
 
 
+def test_with_three_hosts_the_second_serves_the_third():
+    s = sources(P.schedule([host(1), host(2), host(3)]))
+    assert s["gpu2"] == (1, "peers", ["gpu1"])
+    assert s["gpu3"] == (2, "peers", ["gpu2", "gpu1"])
+
+
 def test_no_single_host_serves_everyone():
     plan = P.schedule([host(i) for i in range(1, 17)])
     primaries = [e["peers"][0]["host"] for e in plan["hosts"].values() if e["peers"]]
@@ -63,8 +69,8 @@ def test_the_seed_is_the_host_with_the_least_left_to_fetch():
 def test_fallback_peers_follow_the_primary_and_are_capped():
     hosts = [host(i, state="complete") for i in range(1, 7)] + [host(7)]
     e = P.schedule(hosts)["hosts"]["gpu7"]
-    assert [p["host"] for p in e["peers"]] == ["gpu1", "gpu2", "gpu3", "gpu4"]
-    assert e["peers"][0]["url"] == "rsync://10.0.0.1:8873/%s/" % P.module_name("/srv/models/q")
+    assert [p["host"] for p in e["peers"]] == ["gpu6", "gpu5", "gpu4", "gpu3"]
+    assert e["peers"][0]["url"] == "rsync://10.0.0.6:8873/%s/" % P.module_name("/srv/models/q")
 
 
 def test_each_peer_group_has_its_own_seed_and_pulls_stay_inside_it():
