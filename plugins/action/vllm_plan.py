@@ -11,6 +11,7 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils import hub_metadata as H
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu_catalogue import (
     CatalogueError, annotate_gpu_facts, load_catalogue)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import (
@@ -56,8 +57,25 @@ def _resolve_model(args, profiles):
         arch = normalize_config(config, where=path)
         return profile_from_model_dir(config, index=index, weights_bytes=args.get("weights_bytes") or wb,
                                       name=model, like=match_profile(profiles, arch))
-    raise ProfileError("unknown model %r: not a profile (%s) and not a path on the controller; give a model "
-                       "directory, or model_config + weights_bytes" % (model, ", ".join(sorted(profiles))))
+    if H.looks_like_repo_id(model):
+        return _from_hub(args, model, profiles)
+    raise ProfileError("unknown model %r: not a profile (%s), not a path on the controller and not a hub repo id "
+                       "(org/name); give a repo id, a model directory, or model_config + weights_bytes"
+                       % (model, ", ".join(sorted(profiles))))
+
+
+def _from_hub(args, model, profiles):
+    """A repo id without a profile file: its config.json, generation_config.json and safetensors index from the
+    hub (hub_metadata.fetch_metadata, cached on the controller), planned with the engine options every model has."""
+    meta = H.fetch_metadata(model, args["hub_source"], args.get("hub_revision"), args.get("hub_endpoint"),
+                            args.get("hub_token"), args["metadata_cache_dir"])
+    arch = normalize_config(meta["config"], where="%s@%s config.json" % (model, meta["commit"]))
+    wb = args.get("weights_bytes") or (None if meta["index"] else meta.get("safetensors_bytes"))
+    p = profile_from_model_dir(meta["config"], index=meta["index"], weights_bytes=wb, name=model,
+                               like=match_profile(profiles, arch), count_weights=True)
+    p["hub_metadata"] = {"source": args["hub_source"], "commit": meta["commit"], "cached": meta["cached"],
+                         "path": meta["path"], "generation_config": meta.get("generation_config")}
+    return p
 
 
 def _load_facts_file(path):
@@ -114,7 +132,7 @@ class ActionModule(ActionBase):
                      enable_expert_parallel=args["enable_expert_parallel"], kv_cache_dtype=args["kv_cache_dtype"],
                      vllm_version=args["vllm_version"], max_num_batched_tokens=args["max_num_batched_tokens"],
                      replicas=args["replicas"], alternatives=list(profiles.values()))
-        except (PlanError, ProfileError, CatalogueError, ValueError, OSError) as e:
+        except (PlanError, ProfileError, CatalogueError, H.HubMetadataError, ValueError, OSError) as e:
             raise AnsibleActionFail("vllm_plan: %s" % e)
         if label is None:
             if args["accelerator"] == "cpu":
@@ -122,7 +140,8 @@ class ActionModule(ActionBase):
             else:
                 names = sorted({g.get("name") or "GPU" for g in facts["gpus"]})
                 label = "%dx %s" % (len(facts["gpus"]), "/".join(names))
-        result.update(changed=False, plan=p, table_header=TABLE_HEADER, table_row=table_row(label, p))
+        result.update(changed=False, plan=p, table_header=TABLE_HEADER, table_row=table_row(label, p),
+                      hub_metadata=profile.get("hub_metadata"))
         if args["fail_if_not_fits"] and not p["fits"]:
             result["failed"] = True
             # The reasons that say why it does not fit (memory, vLLM version), else the last one.

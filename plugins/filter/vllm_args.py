@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import port_problems
 from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import (
     VllmArgsError,
     argv_groups,
@@ -39,8 +40,12 @@ def vllm_replicas(plan_replicas, accelerator="gpu", port_base=8000):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def replica_port_problems(replicas, edge=True, offset=0, replicas_var="vllm_server_port_base"):
+    return port_problems(replicas, edge=edge, offset=offset, replicas_var=replicas_var)
+
+
 class FilterModule:
     def filters(self):
         return {"vllm_argv": vllm_argv, "vllm_args_merge": vllm_args_merge,
                 "vllm_replicas": vllm_replicas,
-                "vllm_argv_groups": argv_groups}
+                "vllm_argv_groups": argv_groups, "replica_port_problems": replica_port_problems}

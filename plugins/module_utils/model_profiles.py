@@ -29,6 +29,9 @@ import json
 import os
 import re
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils import engine_memory, model_arch
+from ansible_collections.llmfleet.vllm.plugins.module_utils.kv_specs import KVSpecError
+
 DTYPE_BYTES = {
     "float32": 4, "float": 4, "fp32": 4,
     "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
@@ -56,17 +59,88 @@ def _first(d, *keys, default=None):
     return default
 
 
-def normalize_config(config, where="config"):
-    """Reduce a Hugging Face config (flat, or multimodal with ``text_config``) to what the planner needs.
-
-    Returns a dict: model_type, architectures, hidden_size, num_layers, full_attention_layers,
-    linear_attention_layers, num_attention_heads, num_kv_heads, head_dim, vocab_size, max_position_embeddings,
-    dtype, dtype_bytes, moe (None or {num_experts, experts_per_token}), linear_attention (None or dims),
-    mtp_layers, quant_method.
-    """
+def _text_config(config, where):
     if not isinstance(config, dict):
         raise ProfileError("%s: expected a mapping (config.json contents), got %s" % (where, type(config).__name__))
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    return config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+
+
+def _serve_dtype(text, config, where):
+    """The dtype vLLM serves in with --dtype auto: the config's (float32 checkpoints are served in bfloat16)."""
+    dtype = str(_first(text, "dtype", "torch_dtype", default=None)
+                or _first(config, "dtype", "torch_dtype", default="bfloat16"))
+    if dtype not in DTYPE_BYTES:
+        raise ProfileError("%s: unknown dtype %r" % (where, dtype))
+    return "bfloat16" if DTYPE_BYTES[dtype] == 4 else dtype
+
+
+def _gdn_dims(text, where, linear):
+    try:
+        return {
+            "num_key_heads": int(text["linear_num_key_heads"]),
+            "num_value_heads": int(text["linear_num_value_heads"]),
+            "key_head_dim": int(text["linear_key_head_dim"]),
+            "value_head_dim": int(text["linear_value_head_dim"]),
+            "conv_kernel": int(text["linear_conv_kernel_dim"]),
+            "ssm_dtype": str(_first(text, "mamba_ssm_dtype", default="float32")),
+            "ssm_dtype_bytes": DTYPE_BYTES[str(_first(text, "mamba_ssm_dtype", default="float32"))],
+        }
+    except KeyError as e:
+        raise ProfileError("%s: %d linear-attention layers but %s is missing" % (where, linear, e.args[0]))
+
+
+def _moe(text):
+    experts = _first(text, "num_experts", "n_routed_experts", "num_local_experts")
+    if not experts:
+        return None
+    per_token = _first(text, "num_experts_per_tok", "experts_per_token", default=1)
+    return {"num_experts": int(experts), "experts_per_token": int(per_token)}
+
+
+def _moe_sizes(text):
+    """The MoE widths the memory model needs (engine_memory.py); None for dense models."""
+    if not _first(text, "num_experts", "n_routed_experts", "num_local_experts"):
+        return None
+    inter = _first(text, "moe_intermediate_size", "intermediate_size", default=0)
+    shared = _first(text, "shared_expert_intermediate_size", default=None)
+    if shared is None:
+        shared = int(_first(text, "n_shared_experts", default=0) or 0) * int(inter)
+    return {"intermediate_size": int(inter), "shared_intermediate_size": int(shared or 0),
+            "dense_layers": int(_first(text, "first_k_dense_replace", default=0) or 0)}
+
+
+def _state_dims(text, counts, hidden, dtype, model_type, where):
+    """The state layers' dimensions (GDN, Mamba2, short conv), each None when the model has none."""
+    gdn = _gdn_dims(text, where, counts["gdn"]) if counts.get("gdn") else None
+    mamba = None
+    if counts.get("mamba2"):
+        default = "float32" if model_type == "nemotron_h" else dtype
+        ssm = str(_first(text, "mamba_ssm_cache_dtype", "mamba_ssm_dtype", default=default))
+        mamba = model_arch.mamba2_dims(text, hidden, DTYPE_BYTES[dtype], DTYPE_BYTES.get(ssm, 4), where)
+    conv = model_arch.short_conv_dims(text, hidden) if counts.get("short_conv") else None
+    return gdn, mamba, conv
+
+
+def normalize_config(config, where="config"):
+    """Reduce a Hugging Face config to what the planner needs (see _normalize); a config the KV model does not
+    understand raises ProfileError with kv_specs' message."""
+    try:
+        return _normalize(config, where)
+    except KVSpecError as e:
+        raise ProfileError(str(e))
+
+
+def _normalize(config, where="config"):
+    """Reduce a Hugging Face config (flat, or multimodal with ``text_config``) to what the planner needs.
+
+    Returns a dict: model_type, architectures, architecture (the vLLM class), min_vllm_version, hidden_size,
+    num_layers, layer_counts ({KV kind: layers}, kv_specs.py), windows, full_attention_layers (every attention
+    layer), linear_attention_layers (every state layer), num_attention_heads, num_kv_heads, head_dim, vocab_size,
+    max_position_embeddings, dtype, dtype_bytes, moe, mla, linear_attention (GDN), mamba2, short_conv, mtp_layers,
+    quant_method, intermediate_size, tie_word_embeddings.  Raises ProfileError (or KVSpecError) naming what is
+    missing or not understood.
+    """
+    text = _text_config(config, where)
 
     def need(key, *alts):
         v = _first(text, key, *alts)
@@ -76,74 +150,34 @@ def normalize_config(config, where="config"):
             raise ProfileError("%s: missing %s (needed to size the KV cache)" % (where, " / ".join((key,) + alts)))
         return v
 
+    architecture, min_version = model_arch.check_architecture(config, text, where)
+    model_type = _first(config, "model_type", default=text.get("model_type"))
     layers = int(need("num_hidden_layers"))
     heads = int(need("num_attention_heads"))
     hidden = int(need("hidden_size"))
-    kv_heads = int(_first(text, "num_key_value_heads", default=heads))
-    head_dim = int(_first(text, "head_dim", default=hidden // heads))
-    dtype = str(_first(text, "dtype", "torch_dtype", default=None)
-                or _first(config, "dtype", "torch_dtype", default="bfloat16"))
-    if dtype not in DTYPE_BYTES:
-        raise ProfileError("%s: unknown dtype %r" % (where, dtype))
-
-    layer_types = text.get("layer_types")
-    interval = text.get("full_attention_interval")
-    if isinstance(layer_types, list) and layer_types:
-        if len(layer_types) != layers:
-            raise ProfileError("%s: layer_types has %d entries for num_hidden_layers %d"
-                               % (where, len(layer_types), layers))
-        full = sum(1 for t in layer_types if t in ("full_attention", "attention", "sliding_attention"))
-        linear = sum(1 for t in layer_types if t in ("linear_attention", "mamba", "gated_deltanet"))
-        if full + linear != layers:
-            unknown = sorted(set(layer_types) - {"full_attention", "attention", "sliding_attention",
-                                                 "linear_attention", "mamba", "gated_deltanet"})
-            raise ProfileError("%s: unknown layer_types %s" % (where, unknown))
-    elif interval:
-        interval = int(interval)
-        full = sum(1 for i in range(layers) if i % interval == interval - 1)
-        linear = layers - full
-    else:
-        full, linear = layers, 0
-
-    lin = None
-    if linear:
-        try:
-            lin = {
-                "num_key_heads": int(text["linear_num_key_heads"]),
-                "num_value_heads": int(text["linear_num_value_heads"]),
-                "key_head_dim": int(text["linear_key_head_dim"]),
-                "value_head_dim": int(text["linear_value_head_dim"]),
-                "conv_kernel": int(text["linear_conv_kernel_dim"]),
-                "ssm_dtype": str(_first(text, "mamba_ssm_dtype", default="float32")),
-            }
-        except KeyError as e:
-            raise ProfileError("%s: %d linear-attention layers but %s is missing" % (where, linear, e.args[0]))
-
-    experts = _first(text, "num_experts", "n_routed_experts", "num_local_experts")
-    moe = None
-    if experts:
-        moe = {"num_experts": int(experts),
-               "experts_per_token": int(_first(text, "num_experts_per_tok", default=1))}
-
+    dtype = _serve_dtype(text, config, where)
+    mla = model_arch.mla_dims(text)
+    kinds = model_arch.layer_kinds(text, config, layers, where)
+    counts = model_arch.count_kinds(kinds, mla=bool(mla), parallel_mamba=model_type == "falcon_h1")
+    gdn, mamba, conv = _state_dims(text, counts, hidden, dtype, model_type, where)
+    attention = sum(counts.get(k, 0) for k in ("full", "sliding", "chunked", "mla"))
     qc = config.get("quantization_config") or text.get("quantization_config") or {}
     return {
-        "model_type": _first(config, "model_type", default=text.get("model_type")),
-        "architectures": list(config.get("architectures") or text.get("architectures") or []),
-        "hidden_size": hidden,
-        "num_layers": layers,
-        "full_attention_layers": full,
-        "linear_attention_layers": linear,
-        "num_attention_heads": heads,
-        "num_kv_heads": kv_heads,
-        "head_dim": head_dim,
-        "vocab_size": int(need("vocab_size")),
-        "max_position_embeddings": int(need("max_position_embeddings")),
-        "dtype": dtype,
-        "dtype_bytes": DTYPE_BYTES[dtype],
-        "moe": moe,
-        "linear_attention": lin,
+        "model_type": model_type, "architectures": list(config.get("architectures") or text.get("architectures") or []),
+        "architecture": architecture, "min_vllm_version": min_version,
+        "hidden_size": hidden, "num_layers": layers, "layer_counts": counts,
+        "windows": model_arch.windows(text, counts),
+        "full_attention_layers": attention, "linear_attention_layers": sum(counts.get(k, 0) for k in ("gdn", "mamba2", "short_conv")),
+        "num_attention_heads": heads, "num_kv_heads": 1 if mla else int(_first(text, "num_key_value_heads",
+                                                                               default=heads)),
+        "head_dim": int(_first(text, "head_dim", default=hidden // heads)),
+        "vocab_size": int(need("vocab_size")), "max_position_embeddings": int(need("max_position_embeddings")),
+        "dtype": dtype, "dtype_bytes": DTYPE_BYTES[dtype], "moe": _moe(text), "moe_sizes": _moe_sizes(text), "mla": mla,
+        "linear_attention": gdn, "mamba2": mamba, "short_conv": conv,
         "mtp_layers": int(_first(text, "mtp_num_hidden_layers", "num_nextn_predict_layers", default=0)),
-        "quant_method": qc.get("quant_method"),
+        "quant_method": qc.get("quant_method"), "intermediate_size": int(_first(text, "intermediate_size", default=0)),
+        "tie_word_embeddings": bool(_first(text, "tie_word_embeddings", default=_first(
+            config, "tie_word_embeddings", default=str(model_type).startswith("gemma")))),
     }
 
 
@@ -273,18 +307,35 @@ def load_profiles(directory, bases=None):
     return profiles
 
 
-def profile_from_model_dir(config, index=None, weights_bytes=None, name="local model", like=None):
+def generic_features():
+    """The engine options vLLM offers every model, as profile features: what a repo id without a profile file is
+    planned with.  Prefix caching is vLLM's default (on) unless the user turns it off; enforce-eager is a debug
+    switch.  A profile adds what only a person knows (parsers, MTP, chat-template fixes)."""
+    return {
+        "prefix_caching": {"default": True, "args_on": {"enable-prefix-caching": True},
+                           "args_off": {"enable-prefix-caching": False}},
+        "enforce_eager": {"default": False, "args_on": {"enforce-eager": True}},
+    }
+
+
+def profile_from_model_dir(config, index=None, weights_bytes=None, name="local model", like=None,
+                           count_weights=False):
     """Profile for a model given as files: ``config`` (config.json contents), ``index`` (safetensors index
     contents) or ``weights_bytes``.  ``like`` (a profile) lends its serving features when its model_type and
-    quantisation match; otherwise no model-specific features are added.
+    quantisation match; otherwise the engine options every model has (generic_features).  ``count_weights``: without
+    an index or weights_bytes, count the weights from config.json (engine_memory.weights_from_config) instead of
+    refusing.
     """
     arch = normalize_config(config, where="%s: config.json" % name)
+    weights_source = "given"
+    if weights_bytes is None and index is not None:
+        weights_bytes, weights_source = weights_from_index(index), "model.safetensors.index.json"
+    if weights_bytes is None and count_weights:
+        weights_bytes, weights_source = engine_memory.weights_from_config(arch), "counted from config.json"
     if weights_bytes is None:
-        if index is None:
-            raise ProfileError("%s: give weights_bytes or model.safetensors.index.json (metadata.total_size) "
-                               "so the planner knows the weight size" % name)
-        weights_bytes = weights_from_index(index)
-    serving = {"min_vllm_version": "0.0.0", "features": {}}
+        raise ProfileError("%s: give weights_bytes or model.safetensors.index.json (metadata.total_size) "
+                           "so the planner knows the weight size" % name)
+    serving = {"min_vllm_version": arch.get("min_vllm_version") or "0.0.0", "features": generic_features()}
     borrowed = None
     if like is not None:
         serving = like["serving"]
@@ -293,7 +344,7 @@ def profile_from_model_dir(config, index=None, weights_bytes=None, name="local m
         "id": name, "family": like["family"] if like else name, "variant": arch["quant_method"] or arch["dtype"],
         "quantization": arch["quant_method"], "weights_bytes": int(weights_bytes),
         "vision_weights_bytes": 0, "mtp_weights_bytes": 0, "config": config, "serving": serving,
-        "features_from": borrowed, "arch": arch,
+        "features_from": borrowed, "arch": arch, "weights_source": weights_source,
     }
     return p
 

@@ -45,9 +45,15 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils import engine_memory as EM
+from ansible_collections.llmfleet.vllm.plugins.module_utils import kv_specs as K
+from ansible_collections.llmfleet.vllm.plugins.module_utils import plan_suggestions
+from ansible_collections.llmfleet.vllm.plugins.module_utils.layout_search import (  # pylint: disable=unused-import
+    _candidates, _check_forced, _choose_layout, _expert_parallel, _fmt_num, _usable_gpus, _worst_link, tp_allowed)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import DTYPE_BYTES, OBJECTIVES
-from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import (
-    link_rank, links_from_list, nvlink_count, nvlink_domains)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import DEFAULT_MAX_NUM_SEQS, PlanError
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import (
+    _eager, _prefix_caching_on, _speculative_tokens, feature_args, resolve_features)
 
 MIB = 1024 ** 2
 GIB = 1024 ** 3
@@ -75,21 +81,10 @@ KERNEL_BLOCK_ALIGNMENT = 16
 DEFAULT_BLOCK_SIZE = 16
 GROUP_SIZE_SLACK = 1.5
 BLOCK_TOKENS = DEFAULT_BLOCK_SIZE
-DEFAULT_MAX_NUM_SEQS = {"throughput": 256, "latency": 64}
 DEFAULT_UTILIZATION = 0.9
-TP_SIZES = (1, 2, 4, 8, 16)
-# Layout scoring (objective throughput): full-context sequences served, discounted for the all-reduce traffic
-# of a TP group, per doubling of the TP size.  An assumption, not a measurement: NVLink TP costs some of each
-# decode step; a TP group over PCIe costs a lot (a 2-GPU PCIe TP deployment of this MoE was measured slower
-# than one GPU: the seed's benchmark).
-TP_EFFICIENCY = {"nvlink": 0.8, "pcie": 0.5}
 
 TABLE_HEADER = ("| hardware | model | fits | layout | KV cache (tokens/replica) | max concurrency @ context "
                 "| max_num_seqs |\n|---|---|---|---|---|---|---|")
-
-
-class PlanError(ValueError):
-    """Input the planner cannot work with; the message says what to change."""
 
 
 def gib(n):
@@ -101,98 +96,50 @@ def cdiv(a, b):
 
 
 def kv_heads_per_gpu(arch, tp=1):
-    """vLLM's ModelConfig.get_num_kv_heads: KV heads / TP, at least 1 (replicated past the KV head count)."""
+    """vLLM's ModelConfig.get_num_kv_heads: KV heads / TP, at least 1 (replicated past the KV head count; MLA: 1)."""
     return max(1, arch["num_kv_heads"] // tp)
 
 
 def kv_bytes_per_token(arch, dtype_bytes=None, tp=1, extra_layers=0):
-    """KV cache bytes one token occupies on one GPU of a TP group of size ``tp`` (tp=1: the whole model)."""
+    """KV cache bytes one token occupies on one GPU of a TP group of size ``tp`` (tp=1: the whole model), all
+    attention layers (sliding-window layers counted like full ones: what a token costs while it is in the window)."""
     b = dtype_bytes or arch["dtype_bytes"]
-    return 2 * (arch["full_attention_layers"] + extra_layers) * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * b
+    return (arch["full_attention_layers"] + extra_layers) * K.attention_page_per_token(arch, tp, b)
 
 
 def state_page_bytes(arch, tp=1, num_speculative_tokens=0):
-    """One linear-attention layer's state (conv + SSM) for one sequence on one GPU: vLLM's MambaSpec page
-    (gated_delta_net_state_shape: the conv state keeps kernel - 1 + speculative tokens columns)."""
-    lin = arch.get("linear_attention")
-    if not lin or not arch["linear_attention_layers"]:
+    """One state layer's page (conv + SSM) for one sequence on one GPU (kv_specs.state_page_bytes)."""
+    if not arch["linear_attention_layers"]:
         return 0
-    key_dim = lin["num_key_heads"] * lin["key_head_dim"]
-    value_dim = lin["num_value_heads"] * lin["value_head_dim"]
-    conv = (2 * key_dim + value_dim) // tp * (lin["conv_kernel"] - 1 + num_speculative_tokens) * arch["dtype_bytes"]
-    ssm = lin["num_value_heads"] // tp * lin["key_head_dim"] * lin["value_head_dim"] * DTYPE_BYTES[lin["ssm_dtype"]]
-    return conv + ssm
+    return K.state_page_bytes(arch, tp, num_speculative_tokens)
 
 
 def state_bytes_per_sequence(arch, tp=1):
-    """Linear-attention (Gated DeltaNet / Mamba-style) state of one sequence on one GPU, all layers, unpadded
-    (0 for plain attention)."""
-    if not arch.get("linear_attention") or not arch["linear_attention_layers"]:
-        return 0
+    """Linear-attention / Mamba state of one sequence on one GPU, all layers, unpadded (0 for plain attention)."""
     return arch["linear_attention_layers"] * state_page_bytes(arch, tp)
 
 
 def kv_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, num_speculative_tokens=0, prefix_caching=False):
-    """vLLM's KV cache layout for one GPU of a TP group: block size, page, layer groups and the blocks a
-    request takes.  ``mtp_layers``: extra full-attention layers of an MTP drafter (when MTP is on)."""
-    kvb = kv_dtype_bytes or arch["dtype_bytes"]
-    attn_layers = arch["full_attention_layers"] + mtp_layers
-    state_layers = arch["linear_attention_layers"] if arch.get("linear_attention") else 0
-    page_1 = 2 * kv_heads_per_gpu(arch, tp) * arch["head_dim"] * kvb
-    out = dict(attention_page_bytes_per_token=page_1, attention_layers=attn_layers, state_layers=state_layers,
-               num_speculative_tokens=num_speculative_tokens, mamba_cache_mode=None, state_page_bytes=0,
-               state_padding_pct=0.0)
-    if not state_layers:
-        block = DEFAULT_BLOCK_SIZE
-        out.update(block_size=block, page_bytes=block * page_1, group_size=attn_layers,
-                   attention_groups=1, state_groups=0, state_blocks_per_request=0, padding_layers=0)
-        return out
-    raw = state_page_bytes(arch, tp, num_speculative_tokens)
-    align = max(KERNEL_BLOCK_ALIGNMENT, DEFAULT_BLOCK_SIZE)
-    block = max(DEFAULT_BLOCK_SIZE, align * cdiv(raw, align * page_1))
-    page = block * page_1
-    lo, hi = min(attn_layers, state_layers), max(attn_layers, state_layers)
-    group = hi if hi < lo * GROUP_SIZE_SLACK else lo
-    a_groups, s_groups = cdiv(attn_layers, group), cdiv(state_layers, group)
-    mode = "align" if prefix_caching else "none"
-    out.update(block_size=block, page_bytes=page, group_size=group, attention_groups=a_groups,
-               state_groups=s_groups, mamba_cache_mode=mode, state_page_bytes=raw,
-               state_padding_pct=100.0 * (page - raw) / raw,
-               state_blocks_per_request=(2 if mode == "align" else 1) + num_speculative_tokens,
-               padding_layers=a_groups * group - attn_layers + s_groups * group - state_layers)
-    return out
+    """vLLM's KV cache layout for one GPU of a TP group (kv_specs.build_layout).  ``mtp_layers``: extra
+    full-attention layers of an MTP drafter (when MTP is on)."""
+    return K.build_layout(arch, tp, kv_dtype_bytes, mtp_layers, num_speculative_tokens, prefix_caching)
 
 
-def blocks_per_request(layout, max_model_len):
-    """Blocks one request of max_model_len tokens takes from the shared pool (all groups together)."""
-    return (layout["attention_groups"] * cdiv(max_model_len, layout["block_size"])
-            + layout["state_groups"] * layout["state_blocks_per_request"])
+def blocks_per_request(layout, max_model_len, batched_tokens=None):
+    """Blocks one request of max_model_len tokens takes from the shared pool (all groups together); sliding and
+    chunked groups hold at most their window plus one batch of ``batched_tokens``."""
+    return K.blocks_per_request(layout, max_model_len, batched_tokens)
 
 
-def capacity(layout, available_bytes, max_model_len):
+def capacity(layout, available_bytes, max_model_len, batched_tokens=None):
     """What ``available_bytes`` of KV cache memory on each GPU holds: vLLM's num_blocks, its "Maximum
     concurrency" (float) and its "GPU KV cache size" (tokens), and how many short sequences fit at once."""
     num_blocks = max(0, int(available_bytes) // layout["page_bytes"] // layout["group_size"])
-    per_req = blocks_per_request(layout, max_model_len)
+    per_req = blocks_per_request(layout, max_model_len, batched_tokens)
     conc = num_blocks / per_req
-    smallest = layout["attention_groups"] + layout["state_groups"] * layout["state_blocks_per_request"]
+    smallest = K.smallest_request_blocks(layout, batched_tokens)
     return dict(num_blocks=num_blocks, blocks_per_request=per_req, max_concurrency=conc,
                 kv_tokens=int(conc * max_model_len), short_sequence_capacity=num_blocks // smallest)
-
-
-def tp_allowed(arch, t):
-    """(ok, why-not) for a TP size: it must divide the attention heads; KV heads must divide by t or t by them;
-    linear-attention heads and experts (when EP is on) are checked by the caller."""
-    if arch["num_attention_heads"] % t:
-        return False, "TP %d does not divide the %d attention heads" % (t, arch["num_attention_heads"])
-    kvh = arch["num_kv_heads"]
-    if kvh % t and t % kvh:
-        return False, "TP %d and the %d KV heads do not divide one another" % (t, kvh)
-    lin = arch.get("linear_attention")
-    if lin and (lin["num_key_heads"] % t or lin["num_value_heads"] % t):
-        return False, "TP %d does not divide the linear-attention heads (%d key, %d value)" % (
-            t, lin["num_key_heads"], lin["num_value_heads"])
-    return True, ""
 
 
 def default_batched_tokens(memory_bytes):
@@ -205,11 +152,18 @@ def overhead_bytes(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, 
 
 
 def overhead_terms(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False):
-    return dict(
-        non_torch=NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0),
-        activation=batched_tokens * arch["hidden_size"] * 2 * ACTIVATION_FACTOR
-        + max_num_seqs * arch["vocab_size"] * SAMPLER_BYTES,
-        cudagraph=0 if enforce_eager else CUDAGRAPH_BYTES)
+    """non-torch + activation peak + CUDA-graph estimate on one GPU.  Gated DeltaNet hybrids keep the terms
+    measured on Qwen3.5 (ACTIVATION_FACTOR, SAMPLER_BYTES, CUDAGRAPH_BYTES); every other model gets
+    engine_memory's, from its own sizes."""
+    non_torch = NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0)
+    if arch.get("linear_attention") and arch["linear_attention_layers"]:
+        return dict(non_torch=non_torch,
+                    activation=batched_tokens * arch["hidden_size"] * 2 * ACTIVATION_FACTOR
+                    + max_num_seqs * arch["vocab_size"] * SAMPLER_BYTES,
+                    cudagraph=0 if enforce_eager else CUDAGRAPH_BYTES)
+    return dict(non_torch=non_torch,
+                activation=EM.activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager),
+                cudagraph=EM.cudagraph_bytes(max_num_seqs, enforce_eager))
 
 
 def cuda_total_bytes(gpu):
@@ -225,105 +179,9 @@ def cuda_total_bytes(gpu):
 # Features (profile data) -> enabled set
 # ---------------------------------------------------------------------------------------------------------
 
-def resolve_features(profile, objective, requested, context, strict=True):
-    """Decide which profile features are on.
-
-    ``requested``: {feature: bool or None} from the user (None = profile default for the objective).
-    ``context``: {expert_parallel: bool, hybrid: bool, mtp_layers: int} (what ``requires`` can name).
-    Returns (enabled {name: bool}, reasons [str]).  Raises PlanError on contradictions the user asked for.
-    """
-    feats = profile["serving"].get("features") or {}
-    requested = {k: v for k, v in (requested or {}).items() if v is not None}
-    unknown = sorted(set(requested) - set(feats))
-    if unknown:
-        raise PlanError("feature(s) %s are not defined for %s; its features: %s"
-                        % (", ".join(unknown), profile["id"], ", ".join(sorted(feats)) or "none"))
-    reasons = []
-    enabled = {}
-    explicit = {}
-    for name, f in feats.items():
-        d = f.get("default", False)
-        if isinstance(d, dict):
-            d = d[objective]
-        explicit[name] = name in requested
-        enabled[name] = bool(requested.get(name, d))
-    for name, f in feats.items():
-        if not enabled[name]:
-            continue
-        for req in f.get("requires") or []:
-            ok = bool(context.get(req))
-            if not ok:
-                if explicit[name] and strict:
-                    raise PlanError("feature %s needs %s, which this plan does not have (%s)"
-                                    % (name, req, _REQUIRE_TEXT[req]))
-                enabled[name] = False
-                if explicit[name]:
-                    reasons.append("%s is off: it needs %s, which this plan does not have." % (name, req))
-    for name, f in feats.items():
-        for c in f.get("conflicts") or []:
-            other = c["feature"]
-            if not (enabled[name] and enabled.get(other)):
-                continue
-            if explicit[name] and explicit[other]:
-                raise PlanError("features %s and %s were both requested but conflict: %s Turn one of them off."
-                                % (name, other, c["reason"]))
-            loser = other if explicit[name] or not explicit[other] else name
-            winner = name if loser == other else other
-            enabled[loser] = False
-            reasons.append("%s is off because %s is on: %s" % (loser, winner, " ".join(c["reason"].split())))
-    return enabled, reasons
-
-
-_REQUIRE_TEXT = {
-    "expert_parallel": "expert parallelism is planned only for a TP group of 2+ GPUs inside one NVLink domain",
-    "hybrid": "only hybrid linear-attention models have it",
-    "mtp_layers": "the model config has no MTP layers",
-}
-
-
-def feature_args(profile, enabled):
-    """vLLM args contributed by the profile's features: args_on when on, args_off when off."""
-    args = {}
-    for name, f in (profile["serving"].get("features") or {}).items():
-        part = f.get("args_on") if enabled.get(name) else f.get("args_off")
-        for k, v in (part or {}).items():
-            args[k] = v
-    return args
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Layout
 # ---------------------------------------------------------------------------------------------------------
-
-def _pack_nvlink(domains, usable, t):
-    groups = []
-    for dom in domains:
-        members = [g for g in dom if g in usable]
-        for i in range(0, len(members) - t + 1, t):
-            groups.append(members[i:i + t])
-    return groups
-
-
-def _pack_pcie(gpus, links, usable, t):
-    """Groups of t GPUs that cross PCIe: keep NUMA nodes together, pair by best link first."""
-    left = sorted(usable, key=lambda i: (gpus[i].get("numa_node") if gpus[i].get("numa_node") is not None else 0, i))
-    groups = []
-    while len(left) >= t:
-        g = [left.pop(0)]
-        while len(g) < t:
-            best = max(left, key=lambda j: (min(link_rank(links.get((k, j), "SYS")) for k in g), -left.index(j)))
-            g.append(best)
-            left.remove(best)
-        groups.append(sorted(g))
-    return groups
-
-
-def _worst_link(group, links):
-    if len(group) < 2:
-        return None
-    pairs = [links.get((a, b), "SYS") for a in group for b in group if a < b]
-    return min(pairs, key=link_rank)
-
 
 def _weights_loaded(profile, text_only, mtp_on):
     w = profile["weights_bytes"]
@@ -371,7 +229,7 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
     if avail <= 0:
         r["problem"] = "weights and overhead exceed the memory budget"
         return r
-    c = capacity(layout, avail, max_model_len)
+    c = capacity(layout, avail, max_model_len, terms.get("max_num_batched_tokens"))
     r.update(num_blocks=c["num_blocks"], kv_tokens=c["kv_tokens"], max_concurrency=c["max_concurrency"],
              blocks_per_request=c["blocks_per_request"], short_sequence_capacity=c["short_sequence_capacity"])
     hybrid = layout["state_groups"] > 0
@@ -412,31 +270,6 @@ def _check_version(have, need):
     return t(have) >= t(need)
 
 
-def _speculative_tokens(profile, enabled):
-    """num_speculative_tokens of the speculative-config an enabled feature renders (0 when none)."""
-    for name, f in (profile["serving"].get("features") or {}).items():
-        if enabled.get(name):
-            sc = (f.get("args_on") or {}).get("speculative-config")
-            if isinstance(sc, dict):
-                return int(sc.get("num_speculative_tokens", 1))
-    return 0
-
-
-def _prefix_caching_on(profile, enabled):
-    for name, f in (profile["serving"].get("features") or {}).items():
-        part = f.get("args_on") if enabled.get(name) else f.get("args_off")
-        if "enable-prefix-caching" in (part or {}):
-            return bool(part["enable-prefix-caching"])
-    return False
-
-
-def _eager(profile, enabled):
-    for name, f in (profile["serving"].get("features") or {}).items():
-        if enabled.get(name) and (f.get("args_on") or {}).get("enforce-eager"):
-            return True
-    return False
-
-
 def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num_seqs=None,
          gpu_memory_utilization=None, accelerator="gpu", kv_cache_memory_bytes=None, features=None,
          tensor_parallel_size=None, enable_expert_parallel=None, kv_cache_dtype="auto", vllm_version=None,
@@ -464,12 +297,18 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
     reasons = []
     kv_full = kv_bytes_per_token(arch, kv_dtype_bytes)
     state_full = state_bytes_per_sequence(arch)
-    reasons.append(
-        "KV cache per token: 2 (K, V) x %d full-attention layers x %d KV heads x %d head_dim x %d bytes = %d bytes"
-        " (%.1f KiB)%s." % (arch["full_attention_layers"], arch["num_kv_heads"], arch["head_dim"], kv_dtype_bytes,
-                            kv_full, kv_full / 1024.0,
-                            "; the %d linear-attention layers keep no per-token KV" % arch["linear_attention_layers"]
-                            if hybrid else ""))
+    if arch.get("mla"):
+        reasons.append("KV cache per token (MLA): %d layers x (kv_lora_rank %d + rope %d) x %d bytes = %d bytes, one "
+                       "latent per token, the same on every GPU of a TP group." % (
+                           arch["full_attention_layers"], arch["mla"]["kv_lora_rank"],
+                           arch["mla"]["qk_rope_head_dim"], kv_dtype_bytes, kv_full))
+    else:
+        reasons.append(
+            "KV cache per token: 2 (K, V) x %d full-attention layers x %d KV heads x %d head_dim x %d bytes = %d bytes"
+            " (%.1f KiB)%s." % (arch["full_attention_layers"], arch["num_kv_heads"], arch["head_dim"], kv_dtype_bytes,
+                                kv_full, kv_full / 1024.0,
+                                "; the %d linear-attention layers keep no per-token KV" % arch["linear_attention_layers"]
+                                if hybrid else ""))
     if max_model_len > arch["max_position_embeddings"]:
         raise PlanError("max_model_len %d exceeds the model's context of %d tokens (max_position_embeddings); "
                         "use at most %d" % (max_model_len, arch["max_position_embeddings"],
@@ -507,7 +346,7 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
         result["fits"] = False
     result["suggestions"] = []
     if not result["fits"] and _suggest:
-        result["suggestions"] = suggest(gpu_facts, profile, dict(
+        result["suggestions"] = plan_suggestions.suggest(gpu_facts, profile, dict(
             objective=objective, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
             gpu_memory_utilization=util, accelerator=accelerator, kv_cache_memory_bytes=kv_cache_memory_bytes,
             features=features, tensor_parallel_size=tensor_parallel_size,
@@ -542,19 +381,38 @@ def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="a
                      o["prefix_caching"])
 
 
+_STATE_NAMES = {"gdn": "Gated DeltaNet", "mamba2": "Mamba2", "short_conv": "short-conv"}
+
+
 def _layout_reason(layout, t):
-    if not layout["state_groups"]:
-        return None
-    return ("KV cache layout (vLLM's hybrid arithmetic, per GPU of TP%d): one Gated DeltaNet state page is %d "
+    parts = [_window_reason(layout)] if layout.get("windows") else []
+    if layout["state_groups"]:
+        kind = next((_STATE_NAMES[k] for k in layout["kind_groups"] if k in _STATE_NAMES), "state")
+        parts.append(
+            "KV cache layout (vLLM's hybrid arithmetic, per GPU of TP%d): one %s state page is %d "
             "bytes per layer, so the attention block is raised to %d tokens (%d bytes per layer, the state page "
             "padded %.2f%% to equal it); the %d attention + %d linear-attention layers form %d + %d groups of %d "
             "sharing one block pool; a request takes ceil(max_model_len / %d) attention blocks plus %d state "
             "block%s per linear-attention group (mamba cache mode '%s'); nothing is reserved up front."
-            % (t, layout["state_page_bytes"], layout["block_size"], layout["page_bytes"],
+            % (t, kind, layout["state_page_bytes"], layout["block_size"], layout["page_bytes"],
                layout["state_padding_pct"], layout["attention_layers"], layout["state_layers"],
                layout["attention_groups"], layout["state_groups"], layout["group_size"], layout["block_size"],
                layout["state_blocks_per_request"], "s" if layout["state_blocks_per_request"] > 1 else "",
                layout["mamba_cache_mode"]))
+    return " ".join(parts) or None
+
+
+def _window_reason(layout):
+    """Sliding-window / chunked layers hold their window plus one batch, not the whole context."""
+    text = []
+    for kind, w in sorted(layout["windows"].items()):
+        text.append("%d %s layers (window %d tokens) in %d group%s of %d: a request holds at most "
+                    "cdiv(min(%s + max_num_batched_tokens, max_model_len), %d)%s blocks in each"
+                    % (layout["kind_layers"][kind], "sliding-window" if kind == "sliding" else "chunked local-attention",
+                       w, layout["kind_groups"][kind], "s" if layout["kind_groups"][kind] > 1 else "",
+                       layout["group_size"], "window - 1" if kind == "sliding" else "chunk", layout["block_size"],
+                       " + 1" if kind == "sliding" else ""))
+    return "KV cache layout (vLLM's hybrid allocator): %s; the other layers hold the whole context." % "; ".join(text)
 
 
 def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, opts, features, hybrid, reasons,
@@ -622,173 +480,51 @@ def _has_fp8(gpu):
         return True  # unknown: say nothing
 
 
-def _score(c):
-    """Throughput score of a candidate layout: full-context sequences over all replicas, discounted for TP."""
-    e = c["eval"]
-    if not e["fits"]:
-        return 0.0
-    served = len(c["groups"]) * min(e["max_concurrency"], e["max_num_seqs"])
-    return served * _tp_factor(c)
-
-
-def _tp_factor(c):
-    return TP_EFFICIENCY["nvlink" if c["nvlink"] else "pcie"] ** int(math.log2(c["t"]))
-
-
-def _describe(c):
-    e = c["eval"]
-    n = len(c["groups"])
-    name = "%d x TP%d%s" % (n, c["t"], "" if c["t"] == 1 else (" NVLink" if c["nvlink"] else " PCIe"))
-    if not e["fits"]:
-        return "%s does not fit (%s)" % (name, e["problem"])
-    return "%s holds %s full-context sequences (%d x %.2f, max_num_seqs %d)" % (
-        name, _fmt_num(n * min(e["max_concurrency"], e["max_num_seqs"])), n, e["max_concurrency"],
-        e["max_num_seqs"])
-
-
-def _fmt_num(x):
-    return ("%.1f" % x).rstrip("0").rstrip(".")
+def _memory_reasons(e, profile, opts, util, t, hybrid, used_gpus, reasons):
+    """The plan's memory story: vLLM's profile terms per GPU, the KV layout, and what is not loaded."""
+    layout = e["layout"]
+    ot = e.get("overhead_terms") or {}
+    reasons.append(
+        "Memory per GPU (vLLM's profile): %s requested (%.2f x %s CUDA memory of %s) - %s weights%s - %s "
+        "non-torch - %s activation peak - %s CUDA-graph estimate = %s available for the KV cache pool%s." % (
+            gib(e["budget_bytes"]), util, gib(e["cuda_total_bytes"]), gib(e["memory_bytes"]),
+            gib(e["weights_bytes_per_gpu"]), " (1/%d of %s)" % (t, gib(e["weights_bytes"])) if t > 1 else "",
+            gib(ot.get("non_torch", 0)), gib(ot.get("activation", 0)), gib(ot.get("cudagraph", 0)),
+            gib(max(0, e["available_bytes_per_gpu"])), " (KV and linear-attention state)" if hybrid else ""))
+    lr = _layout_reason(layout, t)
+    if lr:
+        reasons.append(lr)
+    if (profile.get("quantization") or "").startswith("fp8") and any(not _has_fp8(g) for g in used_gpus):
+        reasons.append("These GPUs have no FP8 tensor cores (compute capability below 8.9): vLLM serves the FP8 "
+                       "checkpoint weight-only (Marlin kernel, BF16 compute); the memory plan is the same.")
+    if opts["text_only"] and profile.get("vision_weights_bytes"):
+        reasons.append("Text-only mode: the vision tower (%s) is not loaded." % gib(profile["vision_weights_bytes"]))
+    if not opts["mtp_on"] and profile.get("mtp_weights_bytes"):
+        reasons.append("MTP speculative decoding is off: its head (%s) is not loaded."
+                       % gib(profile["mtp_weights_bytes"]))
 
 
 def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_facts, features, tp_forced,
               ep_forced, kv_cache_dtype, opts, hybrid, reasons, base, batched_tokens=None, replicas_forced=None):
-    if not gpu_facts or not gpu_facts.get("gpus"):
-        raise PlanError("gpu_facts lists no GPUs: run llmfleet.vllm.gpu_facts on a GPU host first, describe the "
-                        "hardware, or plan with accelerator: cpu")
-    gpus = {g["index"]: g for g in gpu_facts["gpus"]}
-    links = links_from_list(gpu_facts.get("links"))
-    usable = [i for i in sorted(gpus) if (gpus[i].get("mig_mode") or "").lower() != "enabled"]
-    mig = [i for i in sorted(gpus) if i not in usable]
-    if mig:
-        reasons.append("GPU %s: MIG is enabled; MIG slices are left out of this plan (disable MIG to use the "
-                       "whole GPU)." % ", ".join(map(str, mig)))
-    if not usable:
-        raise PlanError("no usable GPU: every GPU has MIG enabled")
-    domains = gpu_facts.get("nvlink_domains") or nvlink_domains(sorted(gpus), links)
+    gpus, links, usable, domains = _usable_gpus(gpu_facts, reasons)
     n = len(usable)
-    if tp_forced is not None:
-        # Say why a forced size is impossible before looking for layouts: a size that does not divide the heads
-        # (e.g. 3) is never a candidate, and "needs 3 GPUs" would send the user after the wrong fix.
-        ok, why = tp_allowed(arch, tp_forced) if tp_forced >= 1 else (False, "it must be at least 1")
-        if not ok:
-            raise PlanError("tensor_parallel_size %d is not possible for %s: %s; use one of %s" % (
-                tp_forced, profile["id"], why,
-                ", ".join(str(t) for t in TP_SIZES if t <= max(n, 1) and tp_allowed(arch, t)[0]) or "none"))
-        if tp_forced not in TP_SIZES:
-            raise PlanError("tensor_parallel_size %d is not a size this planner lays out (%s)"
-                            % (tp_forced, ", ".join(map(str, TP_SIZES))))
-    if replicas_forced is not None and int(replicas_forced) > n:
-        raise PlanError("replicas %d needs at least %d usable GPUs; this host has %d"
-                        % (replicas_forced, replicas_forced, n))
+    _check_forced(arch, profile, tp_forced, replicas_forced, n)
 
-    candidates = []
-    for t in TP_SIZES:
-        if t > n:
-            break
-        ok, why = tp_allowed(arch, t)
-        if not ok:
-            if tp_forced == t:
-                raise PlanError("tensor_parallel_size %d is not possible for %s: %s" % (t, profile["id"], why))
-            continue
-        nv_groups = _pack_nvlink(domains, usable, t) if t > 1 else [[i] for i in usable]
-        if nv_groups:
-            groups, nvlink = nv_groups, True
-        else:
-            groups, nvlink = _pack_pcie(gpus, links, usable, t), False
-        if replicas_forced is not None:
-            if len(groups) < replicas_forced:
-                continue
-            groups = groups[:int(replicas_forced)]
+    def evaluate(t, group):
         layout = kv_layout(arch, t, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
                            opts["prefix_caching"])
-        evals = [_memory_for(arch, profile, g, gpus, t, util, max_model_len, max_num_seqs, objective, opts,
-                             layout, batched_tokens) for g in groups]
-        worst = min(evals, key=lambda e: (e["fits"], e["max_concurrency"]))
-        candidates.append(dict(t=t, groups=groups, nvlink=nvlink, eval=worst))
+        return _memory_for(arch, profile, group, gpus, t, util, max_model_len, max_num_seqs, objective, opts,
+                           layout, batched_tokens)
 
-    if tp_forced is not None and not any(c["t"] == tp_forced for c in candidates):
-        if replicas_forced is not None and tp_forced <= n:
-            raise PlanError("%d replicas of TP%d need %d GPUs in groups of %d; this host has %d usable GPUs and "
-                            "makes %d such groups" % (replicas_forced, tp_forced, replicas_forced * tp_forced,
-                                                      tp_forced, n, n // tp_forced))
-        raise PlanError("tensor_parallel_size %d needs %d usable GPUs; this host has %d" % (tp_forced, tp_forced, n))
-    if not candidates:
-        raise PlanError("replicas %d: no TP size makes that many groups of GPUs on this host" % replicas_forced)
+    candidates = _candidates(arch, profile, (gpus, links, usable, domains), tp_forced, replicas_forced, evaluate)
 
-    fit_nv = [c for c in candidates if c["nvlink"] and c["eval"]["fits"]]
-    fit_any = [c for c in candidates if c["eval"]["fits"]]
-    if tp_forced is not None:
-        chosen = next(c for c in candidates if c["t"] == tp_forced)
-        if not chosen["nvlink"] and fit_nv:
-            raise PlanError("tensor_parallel_size %d would put a TP group across GPUs without NVLink between them, "
-                            "while TP %d fits inside one NVLink domain; leave tensor_parallel_size unset"
-                            % (tp_forced, fit_nv[0]["t"]))
-        reasons.append("Tensor parallel size %d was set by the user%s." % (
-            tp_forced, " (and %d replicas)" % replicas_forced if replicas_forced is not None else ""))
-    elif objective == "throughput" and fit_any:
-        # Score every layout by what it serves (full-context sequences over all replicas), not by replica count.
-        pool = fit_nv or fit_any
-        chosen = max(pool, key=lambda c: (_score(c), -c["t"]))
-        others = [c for c in candidates if c is not chosen]
-        reasons.append(
-            "Objective throughput: each layout is scored by the full-context sequences it serves at once (replicas "
-            "x min(vLLM's max concurrency, max_num_seqs)), x %.1f per doubling of a TP group over NVLink and x %.1f "
-            "over PCIe (all-reduce traffic on every layer; an estimate). Chosen: %s. Others: %s." % (
-                TP_EFFICIENCY["nvlink"], TP_EFFICIENCY["pcie"], _describe(chosen),
-                "; ".join(_describe(c) for c in others) or "none"))
-        if replicas_forced is not None:
-            reasons.append("The number of replicas (%d) was set by the user." % replicas_forced)
-        tp2 = [c for c in candidates if c["t"] == 2 and c["eval"]["fits"]]
-        if tp2 and chosen["t"] != 2:
-            def held(c):
-                return len(c["groups"]) * min(c["eval"]["max_concurrency"], c["eval"]["max_num_seqs"])
-            if held(chosen) < held(tp2[0]):
-                reasons.append("%s holds fewer full-context sequences than %s, but scores higher: the TP2 layout "
-                               "holds only %.0f%% more sequences and would pay the all-reduce discount (x %.2f) "
-                               "on every step." % (_describe(chosen).split(" holds")[0],
-                                                   _describe(tp2[0]).split(" holds")[0],
-                                                   100.0 * (held(tp2[0]) / held(chosen) - 1), _tp_factor(tp2[0])))
-        if not chosen["nvlink"] and chosen["t"] > 1:
-            reasons.append(
-                "No NVLink domain holds a replica: the model needs TP %d, so the TP group crosses PCIe (%s). "
-                "Expect it to be slower per GPU than a single larger GPU: every layer all-reduces over PCIe, and "
-                "a 2-GPU PCIe TP deployment of a MoE model has been measured slower than one GPU."
-                % (chosen["t"], _worst_link(chosen["groups"][0], links)))
-    elif fit_nv:
-        t_min = fit_nv[0]["t"]
-        cap = max(t_min, arch["num_kv_heads"])
-        options = [c for c in fit_nv if c["t"] <= cap]
-        chosen = options[-1]
-        reasons.append("Objective latency: TP %d over NVLink splits each token's weight reads across GPUs; TP "
-                       "stops at %d because beyond the %d KV heads every GPU would hold a replicated copy of "
-                       "the KV cache." % (chosen["t"], cap, arch["num_kv_heads"]))
-    elif fit_any:
-        chosen = fit_any[0]
-        if chosen["t"] > 1:
-            reasons.append(
-                "No NVLink domain holds a replica: the model needs TP %d, so the TP group crosses PCIe (%s). "
-                "Expect it to be slower per GPU than a single larger GPU: every layer all-reduces over PCIe, and "
-                "a 2-GPU PCIe TP deployment of a MoE model has been measured slower than one GPU."
-                % (chosen["t"], _worst_link(chosen["groups"][0], links)))
-    else:
-        chosen = max(candidates, key=lambda c: (c["eval"]["max_concurrency"], c["eval"]["available_bytes_per_gpu"]))
+    chosen = _choose_layout(candidates, arch, objective, tp_forced, replicas_forced, links, n, reasons)
 
     t = chosen["t"]
     e = chosen["eval"]
     groups = chosen["groups"]
     layout = e["layout"]
-    moe = arch.get("moe")
-    ep_possible = bool(moe) and t > 1 and chosen["nvlink"] and moe["num_experts"] % t == 0
-    if ep_forced is True and not ep_possible:
-        raise PlanError("enable_expert_parallel is true but expert parallelism needs a MoE model and a TP group of "
-                        "2+ GPUs inside one NVLink domain (this plan: TP %d, %s)"
-                        % (t, "NVLink" if chosen["nvlink"] else "PCIe"))
-    ep = ep_possible if ep_forced is None else bool(ep_forced)
-    if ep:
-        reasons.append("Expert parallelism on: the %d experts are spread over the %d NVLink-connected GPUs of each "
-                       "replica instead of slicing every expert." % (moe["num_experts"], t))
-    elif moe and t > 1 and not chosen["nvlink"]:
-        reasons.append("Expert parallelism off: its all-to-all traffic would cross PCIe.")
+    ep = _expert_parallel(arch, chosen, ep_forced, reasons)
 
     enabled, freasons = resolve_features(profile, objective, features,
                                          {"expert_parallel": ep, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
@@ -805,25 +541,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         reasons.append("GPU %s stay unused: %s." % (
             ", ".join(map(str, unused)), "the user set %d replicas" % replicas_forced if replicas_forced is not None
             else "they do not make a further group of %d NVLink-connected GPUs" % t))
-    ot = e.get("overhead_terms") or {}
-    reasons.append(
-        "Memory per GPU (vLLM's profile): %s requested (%.2f x %s CUDA memory of %s) - %s weights%s - %s "
-        "non-torch - %s activation peak - %s CUDA-graph estimate = %s available for the KV cache pool%s." % (
-            gib(e["budget_bytes"]), util, gib(e["cuda_total_bytes"]), gib(e["memory_bytes"]),
-            gib(e["weights_bytes_per_gpu"]), " (1/%d of %s)" % (t, gib(e["weights_bytes"])) if t > 1 else "",
-            gib(ot.get("non_torch", 0)), gib(ot.get("activation", 0)), gib(ot.get("cudagraph", 0)),
-            gib(max(0, e["available_bytes_per_gpu"])), " (KV and linear-attention state)" if hybrid else ""))
-    lr = _layout_reason(layout, t)
-    if lr:
-        reasons.append(lr)
-    if (profile.get("quantization") or "").startswith("fp8") and any(not _has_fp8(gpus[i]) for i in used):
-        reasons.append("These GPUs have no FP8 tensor cores (compute capability below 8.9): vLLM serves the FP8 "
-                       "checkpoint weight-only (Marlin kernel, BF16 compute); the memory plan is the same.")
-    if opts["text_only"] and profile.get("vision_weights_bytes"):
-        reasons.append("Text-only mode: the vision tower (%s) is not loaded." % gib(profile["vision_weights_bytes"]))
-    if not opts["mtp_on"] and profile.get("mtp_weights_bytes"):
-        reasons.append("MTP speculative decoding is off: its head (%s) is not loaded."
-                       % gib(profile["mtp_weights_bytes"]))
+    _memory_reasons(e, profile, opts, util, t, hybrid, [gpus[i] for i in used], reasons)
     if e["fits"]:
         reasons.append("KV cache per replica: %d blocks of %d tokens; a %d-token request takes %d, so vLLM will log "
                        "'GPU KV cache size: %s tokens' and 'Maximum concurrency for %s tokens per request: %.2fx'; "
@@ -851,7 +569,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         fits=e["fits"], tensor_parallel_size=t, data_parallel_size=len(groups), replicas=groups,
         enable_expert_parallel=ep, weights_bytes=e["weights_bytes"],
         weights_bytes_per_gpu=e["weights_bytes_per_gpu"], overhead_bytes_per_gpu=e["overhead_bytes_per_gpu"],
-        overhead_terms_per_gpu=ot,
+        overhead_terms_per_gpu=e.get("overhead_terms") or {},
         available_kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]),
         kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]) * t,
         kv_cache_tokens=e["kv_tokens"], kv_cache_tokens_total=e["kv_tokens"] * len(groups),
@@ -865,129 +583,6 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         layout="%d x TP%d%s%s" % (len(groups), t, " EP" if ep else "",
                                   "" if t == 1 else (" NVLink" if chosen["nvlink"] else " PCIe")),
     )
-    return out
-
-
-def _largest_context(attempt, hi, **changes):
-    """Largest max_model_len (a multiple of 1024, or 256 for short contexts) that fits with ``changes``."""
-    step = 1024 if hi > 8192 else 256
-    lo, best = 0, None
-    while hi - lo > step:
-        mid = (lo + hi) // 2
-        mid -= mid % step
-        if mid <= lo:
-            break
-        r = attempt(max_model_len=mid, **changes)
-        if r and r["fits"]:
-            lo, best = mid, r
-        else:
-            hi = mid
-    return lo, best
-
-
-def suggest(gpu_facts, profile, inputs, failed, alternatives):
-    """The smallest changes that make a failed plan fit.  Each: {'set': {input: value}, 'text': sentence}."""
-    out = []
-
-    def attempt(p=profile, **changes):
-        kw = dict(inputs)
-        kw.update(changes)
-        try:
-            return plan(gpu_facts, p, alternatives=None, _suggest=False, **kw)
-        except PlanError:
-            return None
-
-    if inputs.get("vllm_version") is not None and failed.get("vllm_version_ok") is False:
-        out.append({"set": {"vllm_version": failed["min_vllm_version"]},
-                    "text": "Use vLLM %s or newer." % failed["min_vllm_version"]})
-        return out
-    # 1. a shorter context
-    ctx, best = _largest_context(attempt, inputs["max_model_len"])
-    if best:
-        out.append({"set": {"max_model_len": ctx},
-                    "text": "Lower max_model_len to %d (KV cache then %d tokens per replica, layout %s)."
-                            % (ctx, best["kv_cache_tokens"], best["layout"])})
-    # 2. fewer sequences in flight
-    current = inputs.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS[inputs["objective"]]
-    for s_ in (64, 32, 16, 8, 4, 1):
-        if s_ < current:
-            r = attempt(max_num_seqs=s_)
-            if r and r["fits"]:
-                out.append({"set": {"max_num_seqs": s_}, "text": "Lower max_num_seqs to %d." % s_})
-                break
-    # 3. more of the memory
-    if inputs["accelerator"] == "gpu":
-        for u in (0.92, 0.95):
-            if u > inputs["gpu_memory_utilization"]:
-                r = attempt(gpu_memory_utilization=u)
-                if r and r["fits"]:
-                    out.append({"set": {"gpu_memory_utilization": u},
-                                "text": "Raise gpu_memory_utilization to %.2f (less headroom for other processes on "
-                                        "the GPU)." % u})
-                    break
-    else:
-        lay = failed["kv_cache_layout"]
-        need = blocks_per_request(lay, inputs["max_model_len"]) * lay["page_bytes"] * lay["group_size"]
-        out.append({"set": {"kv_cache_memory_bytes": need},
-                    "text": "Give the CPU engine at least %d bytes of KV cache (--kv-cache-memory-bytes)." % need})
-    # 4. when no single knob is enough: all of them at once
-    if not out and inputs["accelerator"] == "gpu":
-        for s_ in (16, 4, 1):
-            ctx, best = _largest_context(attempt, inputs["max_model_len"], max_num_seqs=s_,
-                                         gpu_memory_utilization=max(0.95, inputs["gpu_memory_utilization"]))
-            if best:
-                out.append({"set": {"max_model_len": ctx, "max_num_seqs": s_,
-                                    "gpu_memory_utilization": best["gpu_memory_utilization"]},
-                            "text": "Squeeze it in: max_model_len %d, max_num_seqs %d, gpu_memory_utilization %.2f "
-                                    "(KV cache %d tokens; little room to spare)."
-                                    % (ctx, s_, best["gpu_memory_utilization"], best["kv_cache_tokens"])})
-                break
-    # 5. a smaller checkpoint of the same family
-    for alt in sorted(alternatives, key=lambda a: a["weights_bytes"], reverse=True):
-        if alt["id"] == profile["id"] or alt["family"] != profile["family"] or \
-                alt["weights_bytes"] >= profile["weights_bytes"]:
-            continue
-        r = attempt(p=alt)
-        if r and r["fits"]:
-            out.append({"set": {"model": alt["id"]},
-                        "text": "Serve %s instead (%s weights): fits as %s with %d KV tokens per replica."
-                                % (alt["id"], gib(alt["weights_bytes"]), r["layout"], r["kv_cache_tokens"])})
-            break
-    # 6. feature trade-offs that free memory
-    feats = inputs.get("features") or {}
-    if failed.get("features", {}).get("mtp"):
-        r = attempt(features=dict(feats, mtp=False))
-        if r and r["fits"]:
-            out.append({"set": {"features": {"mtp": False}}, "text": "Turn MTP speculative decoding off."})
-    if "text_only" in failed.get("features", {}) and not failed["features"]["text_only"]:
-        r = attempt(features=dict(feats, text_only=True))
-        if r and r["fits"]:
-            out.append({"set": {"features": {"text_only": True}}, "text": "Serve text only (--language-model-only)."})
-    # 7. more GPUs like these (NVLink-connected only if these have NVLink)
-    if inputs["accelerator"] == "gpu" and gpu_facts and gpu_facts.get("gpus"):
-        from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
-        g0 = min(gpu_facts["gpus"], key=lambda g: g["memory_total_mib"])
-        has_nv = any(nvlink_count(link["type"]) for link in gpu_facts.get("links") or [])
-        link = max((link["type"] for link in gpu_facts.get("links") or []), key=link_rank, default="PHB") \
-            if has_nv else "PHB"
-        for count in (2, 4, 8):
-            if count <= len(gpu_facts["gpus"]):
-                continue
-            spec = gpu_facts_from_spec({"count": count, "name": g0.get("name"), "memory_mib": g0["memory_total_mib"],
-                                        "link": link})
-            kw = dict(inputs)
-            kw.pop("tensor_parallel_size", None)
-            kw.pop("replicas", None)
-            try:
-                r = plan(spec, profile, alternatives=None, _suggest=False, **kw)
-            except PlanError:
-                r = None
-            if r and r["fits"]:
-                out.append({"set": {"gpus": count},
-                            "text": "Use %d GPUs like these (%s, %s): fits as %s."
-                                    % (count, g0.get("name") or "same memory", "NVLink" if has_nv else "PCIe",
-                                       r["layout"])})
-                break
     return out
 
 

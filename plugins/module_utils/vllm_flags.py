@@ -76,19 +76,67 @@ def argv_flags(argv):
         yield index, token
 
 
+# Names people write for a flag that vLLM spells differently (other servers' names, vLLM's own environment
+# variables): the flag that does the job. TGI's --max-batch-size and SGLang's --mem-fraction-static are the other
+# engines' names; VLLM_CPU_KVCACHE_SPACE is the CPU engine's environment variable for the KV cache size, whose flag
+# is --kv-cache-memory-bytes (vllm/engine/arg_utils.py, 0.32).
+FLAG_ALIASES = {
+    "max-batch-size": "--max-num-seqs",
+    "batch-size": "--max-num-seqs",
+    "mem-fraction-static": "--gpu-memory-utilization",
+    "gpu-memory-fraction": "--gpu-memory-utilization",
+    "cpu-kvcache-space": "--kv-cache-memory-bytes",
+    "kvcache-space": "--kv-cache-memory-bytes",
+    "kv-cache-size": "--kv-cache-memory-bytes",
+    "kv-cache-space": "--kv-cache-memory-bytes",
+    "context-length": "--max-model-len",
+    "max-context-len": "--max-model-len",
+    "tp": "--tensor-parallel-size",
+    "tp-size": "--tensor-parallel-size",
+    "model-name": "--served-model-name",
+}
+# Words that say little about what a flag does: a suggestion must share one of the other words.
+_GENERIC_WORDS = frozenset(("enable", "disable", "no", "max", "min", "num", "size", "mode", "config", "path",
+                            "type", "use", "level", "file", "name", "allow"))
+
+
+def _words(name):
+    return [w for w in name.lstrip("-").split("-") if w]
+
+
+def _word_match(a, b):
+    """One word of a misspelled flag against one of a real flag: equal, an abbreviation, or a typo."""
+    if a == b:
+        return True
+    if len(a) >= 3 and b.startswith(a) or len(b) >= 3 and a.startswith(b):
+        return True
+    return len(a) >= 4 and difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
+
+
 def closest_flag(flag, flags):
-    """Closest valid spelling of flag among flags (long options preferred), or None."""
+    """Closest valid spelling of flag among flags (long options preferred), or None.
+
+    A suggestion is a near-typo of the whole name, or shares the flag's meaningful words (abbreviations and typos
+    of them count: --gpu-mem-util -> --gpu-memory-utilization); one that shares nothing but a generic word
+    (--turbo-mode -> --tokenizer-mode) is no suggestion. FLAG_ALIASES maps other servers' names."""
+    bare = flag.lstrip("-")
+    alias = FLAG_ALIASES.get(bare.replace("_", "-"))
+    if alias and alias in flags:
+        return alias
     candidates = sorted(f for f in flags if f.startswith("--")) if flag.startswith("--") else sorted(flags)
-    found = difflib.get_close_matches(flag, candidates, n=1, cutoff=0.6)
-    if not found:
-        # Try again without the leading dashes and "no-" (e.g. --prefix-caching -> --enable-prefix-caching).
-        bare = flag.lstrip("-")
-        scored = sorted(
-            ((difflib.SequenceMatcher(None, bare, c.lstrip("-")).ratio(), c) for c in candidates),
-            reverse=True,
-        )
-        found = [c for score, c in scored[:1] if score >= 0.5 or bare in c]
-    return found[0] if found else None
+    content = [w for w in _words(bare) if w not in _GENERIC_WORDS] or _words(bare)
+    best, best_score = None, None
+    for cand in candidates:
+        cbare = cand.lstrip("-")
+        ratio = difflib.SequenceMatcher(None, bare, cbare).ratio()
+        cwords = _words(cbare)
+        covered = sum(1 for w in content if any(_word_match(w, x) for x in cwords)) / float(len(content) or 1)
+        if not (ratio >= 0.85 or (covered >= 0.5 and ratio >= 0.45)):
+            continue
+        score = (ratio >= 0.85, covered, ratio)
+        if best_score is None or score > best_score:
+            best, best_score = cand, score
+    return best
 
 
 def validate_argv(argv, flags):
@@ -118,15 +166,21 @@ def validate_argv(argv, flags):
 
 
 def format_problems(problems, image, image_id=None, vllm_version=None):
-    """One sentence per unknown flag, naming the image and the closest valid spelling."""
+    """One sentence per unknown flag, naming the image and the closest valid spelling (and the variable that set
+    it, when a problem carries one in "var")."""
     where = image
     extra = [x for x in (("vLLM " + vllm_version) if vllm_version else None, image_id) if x]
     if extra:
         where = "%s (%s)" % (image, ", ".join(extra))
     out = []
     for p in problems:
-        hint = ("did you mean %s?" % p["suggestion"]) if p["suggestion"] else "no similar flag exists"
-        out.append("%s is not a `vllm serve` flag in %s: %s" % (p["flag"], where, hint))
+        hint = ("did you mean %s?" % p["suggestion"]) if p["suggestion"] else \
+            "no similar flag exists (`vllm serve --help=all` in the image lists them)."
+        if p.get("var"):
+            out.append("%s sets %s, which is not a `vllm serve` flag in %s: %s Fix or remove it in %s."
+                       % (p["var"], p["flag"], where, hint, p["var"]))
+        else:
+            out.append("%s is not a `vllm serve` flag in %s: %s" % (p["flag"], where, hint))
     return out
 
 
@@ -185,6 +239,48 @@ def check_min_version(image_version, min_version, model=None, image=None):
 # `vllm serve` help text (vLLM's own CLI, run in-process). Importing vLLM is most of the cost of each, so one import
 # instead of three; the module falls back to separate runs for anything it cannot read.
 IMAGE_FACTS_MARKER = "LLMFLEET-IMAGE-FACTS:"
+# The attention backends the image's platform selects from, with the head sizes each takes (1-1024; an empty list:
+# any) and the dtypes it serves: facts["attention"] = {"cpu" | "gpu": {backend name: [head sizes]}}. vLLM 0.32's CPU
+# platform always selects CPU_ATTN (vllm/platforms/cpu.py get_attn_backend_cls) without checking the head size,
+# and its kernel then fails on the first request ("Unsupported CPU attention configuration: head_dim=16",
+# csrc/cpu); CUDA selects among these four by AttentionBackend.validate_configuration (supports_head_size first).
+ATTENTION_BACKENDS = {
+    "cpu": ["vllm.v1.attention.backends.cpu_attn.CPUAttentionBackend"],
+    "gpu": ["vllm.v1.attention.backends.flash_attn.FlashAttentionBackend",
+            "vllm.v1.attention.backends.flashinfer.FlashInferBackend",
+            "vllm.v1.attention.backends.triton_attn.TritonAttentionBackend",
+            "vllm.v1.attention.backends.flex_attention.FlexAttentionBackend"],
+}
+ATTENTION_SCRIPT = (
+    "try:\n"
+    "    import importlib\n"
+    "    from vllm.platforms import current_platform as _plat\n"
+    "    _kind = 'cpu' if getattr(_plat, 'device_type', '') == 'cpu' else 'gpu'\n"
+    "    _sizes, _dtypes, _errors = {}, {}, {}\n"
+    "    for _path in %r[_kind]:\n"
+    "        _mod, _, _cls = _path.rpartition('.')\n"
+    "        try:\n"
+    "            _b = getattr(importlib.import_module(_mod), _cls)\n"
+    "            _ok = []\n"
+    "            for _h in range(1, 1025):\n"
+    "                try:\n"
+    "                    if _b.supports_head_size(_h):\n"
+    "                        _ok.append(_h)\n"
+    "                except Exception:\n"
+    "                    pass\n"
+    "            _name = _b.get_name()\n"
+    "            _sizes[_name] = [] if len(_ok) == 1024 else _ok\n"
+    "            _dtypes[_name] = [str(d).replace('torch.', '') for d in getattr(_b, 'supported_dtypes', [])]\n"
+    "        except Exception as exc:\n"
+    "            _errors[_cls] = repr(exc)[:200]\n"
+    "    if _sizes:\n"
+    "        facts['attention'] = {_kind: _sizes}\n"
+    "        facts['attention_dtypes'] = {_kind: _dtypes}\n"
+    "    if _errors:\n"
+    "        facts['attention_errors'] = _errors\n"
+    "except Exception as exc:\n"
+    "    facts['attention_errors'] = {'platform': repr(exc)[:300]}\n"
+) % ATTENTION_BACKENDS
 IMAGE_FACTS_SCRIPT = (
     "import contextlib, io, json, sys\n"
     "import importlib.metadata as m\n"
@@ -211,6 +307,7 @@ IMAGE_FACTS_SCRIPT = (
     "    facts['help'] = buf.getvalue()\n"
     "except Exception as exc:\n"
     "    facts['help_error'] = repr(exc)[:300]\n"
+    + ATTENTION_SCRIPT +
     "sys.stdout.write('\\n' + %r + json.dumps(facts) + '\\n')\n" % IMAGE_FACTS_MARKER
 )
 

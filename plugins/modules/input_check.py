@@ -19,6 +19,10 @@ description:
     directory's completeness (config.json, tokenizer files, every shard of the safetensors index); and, for a hub
     source, that the repository and revision exist on the configured endpoint and that the endpoint is a hub of
     the configured kind (a ModelScope source pointed at a Hugging Face endpoint is named as such).
+  - Secrets set but empty, white space or naming an undefined variable (O(secrets) carries only their state,
+    never a value); a production endpoint without an API key; the image pin's form (O(image)); every port a
+    replica listens on after the edge's offset (O(ports)); and, when the controller has cached the pinned image's
+    flag table (O(flag_cache_dir)), the flags of O(args_extra) and the model's attention head size against that image.
   - A hub the controller cannot reach gives a warning, not a failure (the hosts may reach it; they check again).
 version_added: "0.1.0"
 options:
@@ -53,6 +57,43 @@ options:
   token:
     description: Hub token for private or gated repositories (never logged).
     type: str
+  secrets:
+    description:
+      - The state of each secret input, never its value - C(var), C(kind) (C(key), C(keys), C(token), C(password)),
+        C(set) (the variable is set), C(defined) (its value resolves), C(blank) (empty or white space; for C(keys) a
+        list with such an entry, or no list). A set secret that is blank or does not resolve is refused.
+    type: list
+    elements: dict
+    default: []
+  key_check:
+    description:
+      - Refuse production without an API key - C(environment), C(key_set) (a non-empty key is in effect), C(key_var),
+        C(address) and C(address_var) (what clients reach) and its C(scope) (the address_scope filter's answer).
+    type: dict
+  image:
+    description:
+      - The image pin as the vllm_image role reads it - C(ref) (required to check), C(var), C(mirror),
+        C(allow_unpinned), C(environment), C(accelerator).
+    type: dict
+  ports:
+    description:
+      - The replicas' ports after the edge's offset - C(replicas) (a list of C(name), C(port)), C(edge),
+        C(offset), C(replicas_var) (the variable that sets them).
+    type: dict
+  flag_cache_dir:
+    description:
+      - The controller's cache of what the serve stage read from images (vllm_server_flag_cache_controller_dir).
+        When it holds the facts of the image O(image) pins, the flags of O(args_extra) are checked against that
+        image's own C(vllm serve) flags, and the model's attention head size (O(model_config)) against its
+        attention backends.
+    type: path
+  model_config:
+    description: A config.json on the controller of the model to serve (its head size is checked, see O(flag_cache_dir)).
+    type: path
+  accelerator:
+    description: C(gpu) or C(cpu), for the attention backends to check the head size against.
+    type: str
+    default: gpu
   check_hub:
     description: Ask the hub whether the repository and revision exist.
     type: bool
@@ -94,6 +135,10 @@ hub:
   description: What the hub answered (C(url), C(status), C(answers_as)) when it was asked.
   returned: always
   type: dict
+image_facts_cached:
+  description: Whether the controller's cache held the pinned image's facts (its flags and attention were checked).
+  returned: always
+  type: bool
 """
 
 import json
@@ -104,9 +149,16 @@ from urllib.parse import quote
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import parse_help
 from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import (
+    args_extra_flag_problems,
     endpoint_problem,
     env_problems,
+    head_size_problem,
+    image_facts_for_ref,
+    image_problems,
+    port_problems,
+    secret_problems,
     hf_revision_verdict,
     json_flag_problems,
     looks_like_hf,
@@ -184,6 +236,22 @@ def hub_problems(module, src, token, timeout):
     return [problem], [], info
 
 
+def cached_image_facts(directory, ref):
+    """The controller's cached facts of the image ref pins (see vllm_server_flag_cache_controller_dir), or None."""
+    if not directory or not ref or not os.path.isdir(directory):
+        return None
+    docs = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(directory, name)) as fh:
+                docs.append(json.load(fh))
+        except (IOError, OSError, ValueError):
+            continue
+    return image_facts_for_ref(docs, ref)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -194,6 +262,13 @@ def main():
             env_var=dict(type="str", default="vllm_server_env"),
             model_source=dict(type="dict", default={}),
             token=dict(type="str", no_log=True),
+            secrets=dict(type="list", elements="dict", default=[], no_log=False),
+            key_check=dict(type="dict", no_log=False),
+            image=dict(type="dict"),
+            ports=dict(type="dict"),
+            flag_cache_dir=dict(type="path"),
+            model_config=dict(type="path"),
+            accelerator=dict(type="str", default="gpu"),
             check_hub=dict(type="bool", default=True),
             hub_timeout=dict(type="int", default=10),
         ),
@@ -205,6 +280,35 @@ def main():
         problems += json_flag_problems(p["args_extra"], var=p["args_extra_var"])
     if p["env"] is not None:
         problems += env_problems(p["env"], var=p["env_var"])
+
+    problems += secret_problems(p["secrets"], p["key_check"])
+    image = p["image"] or {}
+    if image.get("ref"):
+        problems += image_problems(image["ref"], var=image.get("var") or "vllm_image_ref",
+                                   mirror=image.get("mirror") or "", allow_unpinned=image.get("allow_unpinned", False),
+                                   environment=image.get("environment") or "dev",
+                                   accelerator=image.get("accelerator") or p["accelerator"])
+    ports = p["ports"] or {}
+    if ports.get("replicas") is not None:
+        problems += port_problems(ports.get("replicas"), edge=ports.get("edge", True), offset=ports.get("offset", 0),
+                                  replicas_var=ports.get("replicas_var"))
+    facts = cached_image_facts(p["flag_cache_dir"], image.get("ref"))
+    if facts:
+        if isinstance(p["args_extra"], dict):
+            problems += args_extra_flag_problems(p["args_extra"], parse_help(facts.get("help") or ""),
+                                                 var=p["args_extra_var"], image=image.get("ref"),
+                                                 vllm_version=facts.get("version"))
+        if p["model_config"] and os.path.isfile(p["model_config"]):
+            try:
+                with open(p["model_config"]) as fh:
+                    config = json.load(fh)
+            except (IOError, OSError, ValueError):
+                config = None
+            problem = head_size_problem(config, facts.get("attention"), p["accelerator"],
+                                        model=os.path.dirname(p["model_config"]), image=image.get("ref"),
+                                        fix_var="llmfleet_model / model_weights_*")
+            if problem:
+                problems.append(problem)
 
     src = p["model_source"] or {}
     warnings, hub = [], {}
@@ -236,8 +340,9 @@ def main():
     for warning in warnings:
         module.warn(warning)
     if problems:
-        module.fail_json(msg=" ".join(problems) + " Nothing was changed.", problems=problems, hub=hub)
-    module.exit_json(changed=False, problems=[], hub=hub)
+        module.fail_json(msg=" ".join(problems) + " Nothing was changed.", problems=problems, hub=hub,
+                         image_facts_cached=bool(facts))
+    module.exit_json(changed=False, problems=[], hub=hub, image_facts_cached=bool(facts))
 
 
 if __name__ == "__main__":

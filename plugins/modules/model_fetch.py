@@ -109,6 +109,13 @@ options:
       reads every byte). Without it an existing matching O(dest) is checked by sizes only.
     type: bool
     default: false
+  keep_previous:
+    description:
+      - When O(dest) already holds another model directory, keep it next to O(dest) as C(.<name>.previous) (one
+        generation; an older one is removed) instead of deleting it, so that the serve stage can roll a replica
+        back to the weights it served. Unchanged files are hard links shared by both directories.
+    type: bool
+    default: false
   max_workers:
     description: Parallel file downloads / hashes.
     type: int
@@ -270,6 +277,14 @@ peer_tool:
   description: Path of the rsync the O(peers) transfer uses on this host (null when it is not installed).
   returned: always
   type: str
+leftovers_removed:
+  description:
+    - What an interrupted or refused placement had left next to O(dest) (the staging directory, the lock file, the
+      progress file) and this run removed (in check mode, would remove) because O(dest) is complete. A placement
+      that fails removes its lock file; its staging directory and progress file stay for the next run to resume.
+  returned: always
+  type: list
+  elements: str
 streamed_hashes:
   description: Files whose sha256 was computed while they were being written (no verification tail).
   returned: when files were fetched
@@ -308,6 +323,7 @@ def main():
                        options=dict(url=dict(type="str", required=True), host=dict(type="str"))),
             peer_timeout=dict(type="int", default=30),
             peer_bwlimit_kib=dict(type="int", default=0),
+            keep_previous=dict(type="bool", default=False),
         ),
         required_if=[("source", "hf", ["repo_id"]), ("source", "modelscope", ["repo_id"]),
                      ("source", "local", ["local_path"]), ("source", "archive", ["archive_path"])],

@@ -145,7 +145,11 @@ replicas:
     health:
       description: The HTTP status of its C(/health) (null when not asked, its container is not running, or no answer).
       type: int
-    container: {description: "exists, running, created (epoch), ports (published host ports).", type: dict}
+    container:
+      description:
+        - "exists, running, created (epoch), ports (published host ports), model_manifest (the manifest digest its
+          C(llmfleet.vllm.model-manifest) label says it serves; null for a container started without one)."
+      type: dict
     config_mtime: {description: Newest modification time of its files and the unit template (null when none)., type: float}
     action: {description: "C(restarted) when it must be restarted now, else C(started).", type: str}
     reasons: {description: Why it must be restarted (empty when not)., type: list, elements: str}
@@ -180,6 +184,15 @@ model_problems:
   returned: always
   type: list
   elements: str
+model_manifest:
+  description:
+    - What O(model_dir) holds - the digest of the manifest the weights role verified (names, sizes, sha256), else of
+      its files' names, sizes and modification times; null without O(model_dir) or when it holds no file.
+    - The serve role writes it into each replica's run command (a container label), so new weights in the same
+      directory restart the replicas.
+  returned: always
+  type: str
+  sample: "sha256:9b1d..."
 """
 
 import json
@@ -200,11 +213,13 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
     unit_of_cgroup,
     unit_up,
 )
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import read_text
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import model_dir_digest, read_text
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import UNIT_PROPERTIES, unit_properties
 from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import model_dir_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving_identity import MANIFEST_LABEL
 
-INSPECT_FORMAT = "{{json .Name}}\t{{json .Created}}\t{{json .State.Running}}\t{{json .NetworkSettings.Ports}}"
+INSPECT_FORMAT = ("{{json .Name}}\t{{json .Created}}\t{{json .State.Running}}\t{{json .NetworkSettings.Ports}}"
+                  "\t{{json .Config.Labels}}")
 
 
 def _mtime(path):
@@ -317,15 +332,16 @@ def main():
             rc, out, err = module.run_command([docker, "inspect", "--format", INSPECT_FORMAT] + names)
             for line in out.splitlines():
                 cols = line.split("\t")
-                if len(cols) != 4:
+                if len(cols) != 5:
                     continue
                 try:
-                    name, created, running, ports = [json.loads(c) for c in cols]
+                    name, created, running, ports, labels = [json.loads(c) for c in cols]
                 except ValueError:
                     continue
                 name = name.lstrip("/")
                 containers[name] = {"exists": True, "running": bool(running), "created": docker_time(created),
-                                    "ports": sorted(published_ports(ports)) if running else []}
+                                    "ports": sorted(published_ports(ports)) if running else [],
+                                    "model_manifest": (labels or {}).get(MANIFEST_LABEL)}
     ours = dict((name, set(c["ports"])) for name, c in containers.items())
 
     systemctl = module.get_bin_path("systemctl")
@@ -385,7 +401,8 @@ def main():
     files = dict((path, read_text(path)) for path in p["read_files"])
     module.exit_json(changed=False, replicas=result_replicas, restart=restart, units=units, files=files,
                      listening_ports=sorted(set(port for _unused, port, _unused in listening)),
-                     model_problems=model_problems)
+                     model_problems=model_problems,
+                     model_manifest=model_dir_digest(p["model_dir"]) if p["model_dir"] else None)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,26 @@ options:
     description: The variable O(env) comes from, for messages.
     type: str
     default: vllm_server_env
+  args_extra:
+    description:
+      - The user's extra flags (flag -> value, C(vllm_server_args_extra)); an unknown flag among them is refused
+        naming O(args_extra_var), the flags of the plan naming the plan.
+    type: dict
+  args_extra_var:
+    description: The variable O(args_extra) comes from, for messages.
+    type: str
+    default: vllm_server_args_extra
+  model_dir:
+    description:
+      - The model directory on this host. Its C(config.json) attention head size (C(head_dim), else C(hidden_size) /
+        C(num_attention_heads), the C(text_config) of a wrapper first) must be one that the image's attention
+        backends for O(accelerator) support (read from the image with the flags and cached likewise); a model the
+        engine could load but not run is refused before anything is restarted.
+    type: path
+  accelerator:
+    description: C(gpu) or C(cpu), the attention backends O(model_dir) is checked against.
+    type: str
+    default: gpu
   timeout:
     description: Seconds allowed for each throw-away container.
     type: int
@@ -156,6 +176,19 @@ image_facts:
     help: {description: The C(vllm serve --help=all) text., type: str}
     version: {description: The vLLM version., type: str}
     envs: {description: The names vLLM reads from the environment., type: list, elements: str}
+    repo_digests: {description: "The image's repository digests (how the controller finds it by its pin).", type: list, elements: str}
+    attention:
+      description: Per accelerator, the attention backends and the head sizes each supports (empty list - any).
+      type: dict
+    attention_dtypes: {description: "Per accelerator and backend, the dtypes it serves.", type: dict}
+attention:
+  description: The image's attention backends and their head sizes (see RV(image_facts.attention)); null when unknown.
+  returned: always
+  type: dict
+head_dim:
+  description: The attention head size of the model in O(model_dir) (null when not checked or not given).
+  returned: always
+  type: int
 problems:
   description: Unknown flags, each with C(flag), C(token), C(position), C(suggestion). Empty on success.
   returned: always
@@ -176,9 +209,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import (
     JSON_FLAGS,
     env_problems,
+    head_size_problem,
+    model_head_dim,
     json_argv_problems,
     json_flags_from_help,
 )
+from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import VllmArgsError, render_vllm_args
 from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import (
     IMAGE_FACTS_SCRIPT,
     argv_flags,
@@ -187,6 +223,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import (
     help_is_summary,
     parse_help,
     parse_image_facts,
+    normalize_flag,
     parse_version,
     validate_argv,
 )
@@ -246,6 +283,10 @@ def main():
             timeout=dict(type="int", default=180),
             env=dict(type="dict"),
             env_var=dict(type="str", default="vllm_server_env"),
+            args_extra=dict(type="dict"),
+            args_extra_var=dict(type="str", default="vllm_server_args_extra"),
+            model_dir=dict(type="path"),
+            accelerator=dict(type="str", default="gpu"),
         ),
         supports_check_mode=True,
     )
@@ -258,15 +299,20 @@ def main():
         except ValueError:
             module.fail_json(msg="min_vllm_version %r is not a version (expected e.g. 0.17.0)" % p["min_vllm_version"])
 
-    rc, out, err = module.run_command([docker, "image", "inspect", "--format", "{{.Id}}", image])
+    rc, out, err = module.run_command([docker, "image", "inspect", "--format", "{{.Id}} {{json .RepoDigests}}", image])
     if rc != 0 or not out.strip():
         module.fail_json(msg="The image %s is not present on this host (%s): pull it before checking flags."
                          % (image, (err or out).strip()[:300]))
-    image_id = out.strip()
+    image_id, _sep, digests_json = out.strip().partition(" ")
+    try:
+        repo_digests = [str(d) for d in json.loads(digests_json or "[]") or []]
+    except ValueError:
+        repo_digests = []
     key = image_id.split(":", 1)[-1]
     help_path = os.path.join(p["cache_dir"], key + ".txt")
     version_path = os.path.join(p["cache_dir"], key + ".version")
     envs_path = os.path.join(p["cache_dir"], key + ".envs.json")
+    attention_path = os.path.join(p["cache_dir"], key + ".attention.json")
 
     def run_in_image(entrypoint, args):
         cmd = [docker, "run", "--rm"] + list(p["docker_run_args"])
@@ -286,6 +332,9 @@ def main():
             _write(version_path, facts["version"] + "\n")
         if facts.get("envs"):
             _write(envs_path, json.dumps(facts["envs"]) + "\n")
+        if facts.get("attention"):
+            _write(attention_path, json.dumps({"attention": facts["attention"],
+                                               "attention_dtypes": facts.get("attention_dtypes") or {}}) + "\n")
 
     help_text = _read(help_path)
     from_cache = help_text is not None and len(parse_help(help_text)) >= MIN_FLAGS
@@ -301,22 +350,33 @@ def main():
         candidate = seed.get("help") or ""
         if len(parse_help(candidate)) >= MIN_FLAGS and not help_is_summary(candidate):
             help_text, from_cache, source = candidate, True, "seed"
-            facts = dict((k, seed[k]) for k in ("version", "envs") if seed.get(k))
+            facts = dict((k, seed[k]) for k in ("version", "envs", "attention", "attention_dtypes") if seed.get(k))
             if not module.check_mode:
                 keep(help_text, facts)
-    if not from_cache and not p["entrypoint"]:
+    try:
+        cached_attention = json.loads(_read(attention_path) or "null")
+    except ValueError:
+        cached_attention = None
+    if isinstance(cached_attention, dict) and not facts.get("attention"):
+        facts.update(cached_attention)
+    # The model's head size needs the image's attention backends: a cache from before they were read runs the image
+    # once more.
+    want_attention = bool(p["model_dir"]) and not facts.get("attention")
+    if (not from_cache or want_attention) and not p["entrypoint"]:
+        known_help = help_text if from_cache else None
         rc, out, err = run_in_image("python3", ["-c", IMAGE_FACTS_SCRIPT, json.dumps(list(p["help_args"]))])
         facts = parse_image_facts(out) if rc == 0 else {}
         try:
             parse_version(facts.get("version") or "")
         except ValueError:
             facts.pop("version", None)
-        candidate = facts.get("help") or ""
+        candidate = facts.get("help") or known_help or ""
         if len(parse_help(candidate)) >= MIN_FLAGS and not help_is_summary(candidate):
             help_text = candidate
             if p["return_image_facts"]:
                 image_facts = dict(image_id=image_id, help=candidate, version=facts.get("version"),
-                                   envs=facts.get("envs"))
+                                   envs=facts.get("envs"), repo_digests=repo_digests,
+                                   attention=facts.get("attention"), attention_dtypes=facts.get("attention_dtypes"))
             if not module.check_mode:
                 keep(help_text, facts)
     if help_text is None or len(parse_help(help_text)) < MIN_FLAGS:
@@ -354,10 +414,17 @@ def main():
 
     result = dict(changed=False, image_id=image_id, vllm_version=version, flags_known=len(flags),
                   flags_checked=len(list(argv_flags(p["args"]))), help_cache=help_path, from_cache=from_cache,
-                  facts_source=source, problems=[], env_known=None)
+                  facts_source=source, problems=[], env_known=None, attention=facts.get("attention"), head_dim=None)
     if image_facts:
         result["image_facts"] = image_facts
     problems = validate_argv(p["args"], flags)
+    try:
+        extra = set(normalize_flag(t) for t in render_vllm_args(p["args_extra"] or {}) if t.startswith("--"))
+    except VllmArgsError:
+        extra = set()
+    for problem in problems:
+        if problem["flag"] in extra:
+            problem["var"] = p["args_extra_var"]
     if problems:
         result["problems"] = problems
         module.fail_json(msg=" ".join(format_problems(problems, image, image_id[:19], version))
@@ -390,6 +457,22 @@ def main():
         env_bad = env_problems(p["env"], known=known or None, var=p["env_var"], image=image)
         if env_bad:
             module.fail_json(msg=" ".join(env_bad) + " Nothing was restarted.", **result)
+    if p["model_dir"]:
+        config = None
+        try:
+            with open(os.path.join(p["model_dir"], "config.json")) as handle:
+                config = json.load(handle)
+        except (IOError, OSError, ValueError):
+            config = None  # the model directory check (replica_state) names what is missing
+        result["head_dim"] = model_head_dim(config)
+        if not facts.get("attention"):
+            module.warn("Could not read the attention backends of image %s: the model's head size was not checked."
+                        % image)
+        problem = head_size_problem(config, facts.get("attention"), p["accelerator"],
+                                    model="The model in %s" % p["model_dir"], image=image,
+                                    fix_var="llmfleet_model, model_weights_*")
+        if problem:
+            module.fail_json(msg=problem + " Nothing was restarted.", **result)
     if p["min_vllm_version"]:
         if version is None:
             module.fail_json(msg="Could not read the vLLM version of image %s to check min_vllm_version %s; pass "

@@ -29,10 +29,33 @@ options:
   model:
     description:
       - A profile name (the Hugging Face repo id, e.g. C(Qwen/Qwen3.5-35B-A3B), C(Qwen/Qwen3.5-35B-A3B-FP8),
-        C(Qwen/Qwen3.5-35B-A3B-GPTQ-Int4), C(llmfleet-test/tiny-qwen3-moe)), or a controller path to a model
-        directory or its config.json (weights from model.safetensors.index.json or the *.safetensors sizes).
+        C(Qwen/Qwen3.5-35B-A3B-GPTQ-Int4), C(llmfleet-test/tiny-qwen3-moe)), a controller path to a model
+        directory or its config.json (weights from model.safetensors.index.json or the *.safetensors sizes), or any
+        Hugging Face / ModelScope repo id (C(org/name)); its config.json, generation_config.json and
+        model.safetensors.index.json are read from the hub at I(hub_revision) (see I(hub_source)) and cached in
+        I(metadata_cache_dir); without a profile the plan uses the engine options every model has (prefix_caching,
+        enforce_eager) and vLLM's defaults. An architecture or layer type the planner does not model is refused.
     type: str
     required: true
+  hub_source:
+    description: The hub a repo id is read from, as the model_weights role's C(model_weights_source).
+    type: str
+    choices: [hf, modelscope]
+    default: hf
+  hub_endpoint:
+    description: Hub endpoint or mirror (C(model_weights_endpoint)); empty for the public hub.
+    type: str
+  hub_revision:
+    description: Branch, tag or commit to read (C(model_weights_revision)); empty for the default branch. A commit
+      already in I(metadata_cache_dir) is read from there without asking the hub.
+    type: str
+  hub_token:
+    description: Token for gated or private repositories (C(model_weights_token)); never logged.
+    type: str
+  metadata_cache_dir:
+    description: Controller directory where hub metadata is cached, one directory per repo and commit.
+    type: path
+    default: ~/.cache/llmfleet/hub-metadata
   model_config:
     description:
       - The model's config.json contents (e.g. slurped from a remote host). Overrides the architecture of the
@@ -168,6 +191,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+hub_metadata:
+  description: Where a repo id's metadata came from (source, commit, cached, path, generation_config); null for
+    profiles and local directories.
+  returned: always
+  type: dict
 plan:
   description: The plan; later stages read it and re-derive nothing.
   returned: always
@@ -228,6 +256,11 @@ table_row:
 
 ARGUMENT_SPEC = dict(
     model=dict(type="str", required=True),
+    hub_source=dict(type="str", choices=["hf", "modelscope"], default="hf"),
+    hub_endpoint=dict(type="str"),
+    hub_revision=dict(type="str"),
+    hub_token=dict(type="str", no_log=True),
+    metadata_cache_dir=dict(type="path", default="~/.cache/llmfleet/hub-metadata"),
     model_config=dict(type="dict"),
     weights_bytes=dict(type="int"),
     gpu_facts=dict(type="dict"),

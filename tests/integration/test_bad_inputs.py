@@ -167,6 +167,62 @@ CASES = [
          env=capture("old-driver", "s/580.159.04/570.172.08/")),
     case("no-nvidia-driver", "nvidia-smi cannot reach the driver", role_play("preflight"), PRE_GPU, {},
          ["couldn't communicate with the NVIDIA driver"], env=capture("no-driver")),
+    # issue 28: one empty variable must not open the endpoint; every secret input set but empty, white space or
+    # naming an undefined variable (an unset vault lookup) is refused by preflight, naming it, never printing it
+    case("api-key-empty", "llmfleet_api_key: '' (accepted before: rc 0, the edge without a key)", role_play("preflight"),
+         PRE_CPU, {"llmfleet_api_key": ""},
+         ["llmfleet_api_key is set but empty", "without authentication", "ansible-vault encrypt_string"]),
+    case("api-key-white-space", "llmfleet_api_key of spaces", role_play("preflight"), PRE_CPU,
+         {"llmfleet_api_key": "   "}, ["llmfleet_api_key is set but empty (or only white space)"]),
+    case("api-key-unresolved", "llmfleet_api_key naming a vault variable that is not loaded", role_play("preflight"),
+         PRE_CPU, {"llmfleet_api_key": "{{ vault_llmfleet_api_key_not_loaded }}"},
+         ["llmfleet_api_key is set to a template that does not resolve"]),
+    case("server-api-key-empty", "vllm_server_api_key: '' beside a good llmfleet_api_key", role_play("preflight"),
+         PRE_CPU, {"llmfleet_api_key": "a-good-key-1234", "vllm_server_api_key": " "},
+         ["vllm_server_api_key is set but empty"], lacks=["a-good-key-1234"]),
+    case("edge-keys-empty-entry", "an empty entry in loadbalancer_api_keys", role_play("preflight"), PRE_CPU,
+         {"llmfleet_api_key": "a-good-key-1234", "loadbalancer_api_keys": ["a-good-key-1234", ""]},
+         ["loadbalancer_api_keys is not a list of keys or has an empty entry", "Remove the empty entries"],
+         lacks=["a-good-key-1234"]),
+    case("hub-token-empty", "model_weights_token of spaces", role_play("preflight"), PRE_CPU,
+         {"model_weights_token": "  "}, ["model_weights_token is set but empty", "repository is public"]),
+    case("registry-password-empty", "vllm_image_registry_password: ''", role_play("preflight"), PRE_CPU,
+         {"vllm_image_registry_password": ""}, ["vllm_image_registry_password is set but empty",
+                                                "anonymous pull"]),
+    case("prod-without-api-key-preflight", "prod, no key, the edge on every address: refused before the host stage",
+         role_play("preflight"), PRE_CPU, {"llmfleet_environment": "prod"},
+         ["llmfleet_environment is prod and no API key is set", "Set llmfleet_api_key",
+          "vllm_server_edge_bind_address: 127.0.0.1"]),
+    # issue 28: what needs no host is refused by preflight, before playbooks/host.yml installs anything
+    case("image-unpinned-preflight", "vllm_image_ref without a digest (refused after the host stage before)",
+         role_play("preflight"), PRE_CPU, {"vllm_image_ref": "172.17.0.1:5000/llmfleet/vllm-cpu:0.32.0"},
+         ["vllm_image_ref: the image 172.17.0.1:5000/llmfleet/vllm-cpu:0.32.0 is not pinned by digest",
+          "repository:tag@sha256:<digest>"]),
+    case("image-malformed-preflight", "vllm_image_ref that is no reference", role_play("preflight"), PRE_CPU,
+         {"vllm_image_ref": "Not A//Ref::@@"}, ["vllm_image_ref: the image reference", "white space"]),
+    case("image-digest-short-preflight", "a digest of 12 hex digits", role_play("preflight"), PRE_CPU,
+         {"vllm_image_ref": "vllm/vllm-cpu:0.32.0@sha256:4c1d0a9b7e2f"},
+         ["vllm_image_ref: the digest 'sha256:4c1d0a9b7e2f'", "not sha256:<64 lowercase hex digits>"]),
+    case("weights-dir-relative-preflight", "relative model_weights_dir (refused after the host stage before)",
+         role_play("preflight"), PRE_CPU, {"model_weights_dir": "models/tiny"},
+         ['model_weights_dir must be an absolute path on the host', 'got "models/tiny"']),
+    case("port-base-overflows-behind-the-edge", "vllm_server_port_base 60000: vLLM's own port 70000",
+         role_play("preflight"), PRE_CPU, {"vllm_server_port_base": 60000},
+         ["vLLM itself on port 60000 + vllm_server_edge_port_offset 10000 = 70000, outside 1-65535",
+          "lower vllm_server_port_base"]),
+    case("replica-port-overflows", "an explicit replica port beyond 65535", role_play("preflight"), PRE_CPU,
+         {"vllm_server_replicas": [{"name": "0", "port": 70001, "gpus": []}]},
+         ["Replica 0 would listen on port 70001, outside 1-65535", "set vllm_server_replicas"]),
+    case("tp-on-cpu", "llmfleet_tensor_parallel_size 3 on the cpu profile (ignored without a word before)",
+         role_play("preflight"), PRE_CPU, {"llmfleet_tensor_parallel_size": 3},
+         ["llmfleet_tensor_parallel_size must be a whole number at least 0 and at most 1", "got 3",
+          "cpu profile"]),
+    case("serve-api-key-empty", "serve.yml alone with llmfleet_api_key: ''", role_play("vllm_server"), SERVER,
+         {"llmfleet_api_key": ""}, ["llmfleet_api_key (or vllm_server_api_key / vllm_server_hf_token) is set but empty"],
+         absent=["/etc/systemd/system/llmfleet-vllm@.service"]),
+    case("serve-port-base-overflows", "serve.yml alone with vllm_server_port_base 60000 (wrote unit and run files before)",
+         role_play("vllm_server"), SERVER, {"vllm_server_port_base": 60000},
+         ["= 70000, outside 1-65535", "vllm_server_port_base"], absent=["/etc/systemd/system/llmfleet-vllm@.service"]),
     # vllm_image: the pin
     case("image-unpinned", "image without a digest", role_play("vllm_image"), IMAGE,
          {"vllm_image_ref": "172.17.0.1:5000/llmfleet/vllm-cpu:0.32.0"}, ["vllm_image_ref", "digest"]),
@@ -300,6 +356,13 @@ CONTROLS = [
     pytest.param(role_play("preflight"), PRE_GPU, capture("h200x2"), id="preflight-gpu"),
     pytest.param(role_play("preflight"), dict(PRE_CPU, preflight_check_ports=True, vllm_server_port_base=1),
                  {}, id="preflight-ports-free"),
+    # issue 28: a key, a pinned image, absolute paths, the highest port that still fits behind the edge, TP 1 on cpu
+    pytest.param(role_play("preflight"), dict(PRE_CPU, llmfleet_api_key="a-good-key-1234", llmfleet_environment="prod",
+                                              vllm_image_ref=GHOST_IMAGE.replace(":0.0.0@", ":0.32.0@"),
+                                              model_weights_dir="/srv/llmfleet/models/tiny",
+                                              vllm_server_port_base=55535, llmfleet_tensor_parallel_size=1,
+                                              loadbalancer_api_keys=["a-good-key-1234"], model_weights_token="hf_x"),
+                 {}, id="preflight-secrets-image-ports-set"),
 ]
 
 
@@ -337,6 +400,48 @@ def test_weights_dir_on_a_full_disk_is_refused(full_disk):
     record("weights-dir-on-a-full-disk", params, run, clean)
     assert_refused(run, missing, params)
     assert os.listdir(full_disk) == [], "written on the full disk: %s" % os.listdir(full_disk)
+
+
+@pytest.mark.skipif(not HAVE_WEIGHTS_ROLE, reason="roles/model_weights is not in this checkout")
+def test_a_refused_placement_leaves_nothing_after_the_next_good_run(tmp_path):
+    """issue 28: a truncated shard in a local model directory is refused, and the next good run (the same files as
+    the directory in place, so nothing is placed again) removes the staging directory, lock and progress file the
+    refused one left next to the model directory (before, later good runs never did)."""
+    import shutil
+    ctl = tmp_path / "controller" / "tiny"
+    _model_dir(ctl, shards=2)
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        data = json.dumps({"w": {"dtype": "U8", "shape": [4096], "data_offsets": [0, 4096]}}).encode()
+        (ctl / name).write_bytes(len(data).to_bytes(8, "little") + data + b"\1" * 4096)
+    (ctl / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (ctl / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    good_shard = (ctl / "model-00002-of-00002.safetensors").read_bytes()
+    models = tmp_path / "models"
+    weights = dict(WEIGHTS, model_weights_source="local", model_weights_local_path=str(ctl),
+                   model_weights_dir=str(models / "tiny"), model_weights_repo_id="")
+    first = run_playbook(role_play("model_weights"), LOCALHOST, extravars=weights)
+    assert first.status == "successful", first.message or first.stdout[-3000:]
+    assert sorted(os.listdir(str(models))) == ["tiny"]
+
+    (ctl / "model-00002-of-00002.safetensors").write_bytes(good_shard[:-1000])     # truncated
+    refused = run_playbook(role_play("model_weights"), LOCALHOST, extravars=weights)
+    assert refused.status == "failed" and "not usable" in refused.message, refused.message
+    left = sorted(os.listdir(str(models)))
+    # Refused before anything was placed: the staging directory and progress stay for a resume, the lock does not.
+    assert ".tiny.partial" in left and ".tiny.progress.json" in left and ".tiny.lock" not in left, left
+    assert (models / "tiny" / "model-00002-of-00002.safetensors").read_bytes() == good_shard
+    record("refused-placement-leftovers", {"what": "truncated shard in a local model directory"}, refused,
+           refused.status == "failed")
+
+    (ctl / "model-00002-of-00002.safetensors").write_bytes(good_shard)              # the good copy again
+    good = run_playbook(role_play("model_weights"), LOCALHOST, extravars=weights)
+    assert good.status == "successful", good.message or good.stdout[-3000:]
+    assert sorted(os.listdir(str(models))) == ["tiny"], "left by the refused run: %s; after the good run: %s" % (
+        left, sorted(os.listdir(str(models))))
+    again = run_playbook(role_play("model_weights"), LOCALHOST, extravars=weights)
+    assert again.status == "successful" and again.changed_total == 0, again.changed_tasks
+    shutil.rmtree(str(tmp_path), ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -559,3 +664,137 @@ def test_serve_refuses_an_incomplete_model_dir_before_writing(tmp_path):
     run, missing, clean = check(params)
     record("serve-model-dir-incomplete", params, run, clean)
     assert_refused(run, missing, params)
+
+
+# ---- issue 28: flags and head size against the pinned image, before anything changes -------------------------
+# The serve stage (vllm_flag_check) reads the image's `vllm serve` flags and its attention backends' head sizes in
+# one process and keeps them on the controller; preflight then checks vllm_server_args_extra and the model's head
+# size against them before the host stage. The model: the test bed's tiny Qwen3-MoE with head size 16
+# (LLMFLEET_TEST_UNSERVABLE_MODEL_DIR, tests/testbed/up.d/40-tiny-model.sh), which vLLM's CPU attention cannot run:
+# the engine starts, answers /health and dies on the first request.
+
+HD16_MODEL_DIR = os.environ.get("LLMFLEET_TEST_UNSERVABLE_MODEL_DIR") or __import__("reliability_common").load_env().get(
+    "LLMFLEET_TEST_UNSERVABLE_MODEL_DIR", "")
+PINNED_IMAGE = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE") or __import__("reliability_common").load_env().get(
+    "LLMFLEET_TEST_VLLM_IMAGE", "")
+
+
+@pytest.fixture(scope="module")
+def hd16_model(tmp_path_factory):
+    """The head-size-16 model: the test bed's copy, or generated here in the vLLM CPU image (about 15 s)."""
+    if HD16_MODEL_DIR and os.path.isfile(os.path.join(HD16_MODEL_DIR, "config.json")):
+        return HD16_MODEL_DIR
+    if not _image_present():
+        pytest.skip("needs the test bed's vLLM CPU image (make testbed)")
+    out = tmp_path_factory.mktemp("tiny-qwen3-moe-hd16")
+    recipe = os.path.join(TOP, "tests", "images", "tiny-model")
+    subprocess.run(["docker", "run", "--rm", "--network", "none", "--user", "%d:%d" % (os.getuid(), os.getgid()),
+                    "-e", "HOME=/tmp", "-e", "PYTHONHASHSEED=0", "-v", recipe + ":/recipe:ro", "-v", "%s:/out" % out,
+                    "--entrypoint", "python3", VLLM_IMAGE, "/recipe/make_tiny_model_hd16.py", "/out"],
+                   check=True, capture_output=True, timeout=300)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def flag_cache(tmp_path_factory):
+    """The controller's flag cache as the serve role writes it: vllm_flag_check's image_facts of the real image."""
+    if not _image_present():
+        pytest.skip("needs the test bed's vLLM CPU image (make testbed)")
+    from reliability_common import module_result
+    work = tmp_path_factory.mktemp("flag-cache")
+    result = module_result("llmfleet.vllm.vllm_flag_check", dict(
+        image=PINNED_IMAGE, cache_dir=str(work / "host-cache"), args=["/models/tiny"], return_image_facts=True), work)
+    assert not result.get("failed"), result.get("msg")
+    facts = result["image_facts"]
+    cache = work / "controller"
+    cache.mkdir()
+    (cache / (facts["image_id"].split(":")[1] + ".json")).write_text(json.dumps(facts))
+    return {"dir": str(cache), "facts": facts}
+
+
+def test_image_facts_carry_the_attention_backends_and_the_pin(flag_cache):
+    facts = flag_cache["facts"]
+    sizes = facts["attention"]["cpu"]["CPU_ATTN"]
+    assert 64 in sizes and 16 not in sizes, sizes
+    assert any(d.endswith("@" + PINNED_IMAGE.split("@")[1]) for d in facts["repo_digests"]), facts["repo_digests"]
+
+
+@pytest.mark.parametrize("cid,extra,fragments", [
+    ("args-extra-unknown-flag-preflight", {"turbo-mode": True},
+     ["vllm_server_args_extra sets --turbo-mode, which is not a `vllm serve` flag", "no similar flag exists"]),
+    ("args-extra-misspelled-flag-preflight", {"enable-prefix-cache": True},
+     ["vllm_server_args_extra sets --enable-prefix-cache", "did you mean --enable-prefix-caching?"]),
+], ids=["args-extra-unknown-flag-preflight", "args-extra-misspelled-flag-preflight"])
+def test_preflight_checks_args_extra_against_the_cached_flag_table(flag_cache, cid, extra, fragments):
+    params = dict(play=role_play("preflight"), what="%s (preflight, the pinned image's cached flags)" % cid,
+                  vars=dict(PRE_CPU, vllm_image_ref=PINNED_IMAGE, vllm_server_args_extra=extra,
+                            vllm_server_flag_cache_controller_dir=flag_cache["dir"]),
+                  fragments=fragments, env={}, absent=())
+    run, missing, clean = check(params)
+    record(cid, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+def test_preflight_refuses_a_head_size_the_image_cannot_run(flag_cache, hd16_model):
+    params = dict(play=role_play("preflight"), what="a head-size-16 model for the CPU engine (preflight, cached facts)",
+                  vars=dict(PRE_CPU, vllm_image_ref=PINNED_IMAGE, model_weights_source="local",
+                            model_weights_local_path=hd16_model,
+                            vllm_server_flag_cache_controller_dir=flag_cache["dir"]),
+                  fragments=["%s has attention head size 16" % hd16_model, "CPU_ATTN", "32, 64, 80"],
+                  env={}, absent=())
+    run, missing, clean = check(params)
+    record("head-size-16-preflight", params, run, clean)
+    assert_refused(run, missing, params)
+
+
+def test_preflight_with_the_cached_flag_table_accepts_known_flags_and_head_sizes(flag_cache):
+    run = run_playbook(role_play("preflight"), LOCALHOST, extravars=dict(
+        PRE_CPU, vllm_image_ref=PINNED_IMAGE, vllm_server_flag_cache_controller_dir=flag_cache["dir"],
+        vllm_server_args_extra={"enforce-eager": True, "distributed-executor-backend": "uni"},
+        model_weights_source="local",
+        model_weights_local_path=__import__("reliability_common").load_env().get("LLMFLEET_TEST_MODEL_DIR", TINY_MODEL_DIR)))
+    assert run.status == "successful", run.message or run.stdout[-3000:]
+
+
+@needs_image
+@pytest.mark.parametrize("cid,override,fragments", [
+    ("serve-args-extra-unknown-flag", {"vllm_server_args_extra": {"turbo-mode": True}},
+     ["vllm_server_args_extra sets --turbo-mode, which is not a `vllm serve` flag", "no similar flag exists",
+      "Nothing was restarted"]),
+    ("serve-args-extra-misspelled-flag", {"vllm_server_args_extra": {"max-batch-size": 8}},
+     ["vllm_server_args_extra sets --max-batch-size", "did you mean --max-num-seqs?"]),
+], ids=["serve-args-extra-unknown-flag", "serve-args-extra-misspelled-flag"])
+def test_serve_names_the_variable_of_an_unknown_flag(tmp_path, cid, override, fragments):
+    params = dict(play=role_play("vllm_server"), what="%s (vllm_server, the pinned image's own flags)" % cid,
+                  vars=_serve_vars(tmp_path, vllm_server_flag_cache_controller_dir=str(tmp_path / "flags"), **override),
+                  fragments=fragments, env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record(cid, params, run, clean)
+    assert_refused(run, missing, params)
+
+
+@needs_image
+def test_serve_refuses_a_head_size_the_image_cannot_run_before_writing(tmp_path, hd16_model):
+    params = dict(play=role_play("vllm_server"), what="serve a head-size-16 model on the CPU engine",
+                  vars=_serve_vars(tmp_path, model=hd16_model,
+                                   vllm_server_flag_cache_controller_dir=str(tmp_path / "flags")),
+                  fragments=["The model in %s has attention head size 16" % hd16_model,
+                             "32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512", "Nothing was restarted"],
+                  env={}, absent=SERVE_WRITES)
+    run, missing, clean = check(params)
+    record("serve-head-size-16", params, run, clean)
+    assert_refused(run, missing, params)
+
+
+def test_flag_check_accepts_a_head_size_the_image_runs(flag_cache, tmp_path):
+    """The control of the head-size refusal: the test bed's tiny Qwen3-MoE (head_dim 64), which the CPU engine
+    serves, passes the same check (from the facts the image gave: no image run here)."""
+    from reliability_common import module_result
+    model = __import__("reliability_common").load_env().get("LLMFLEET_TEST_MODEL_DIR", TINY_MODEL_DIR)
+    if not os.path.isfile(os.path.join(model, "config.json")):
+        pytest.skip("needs the test bed's tiny model (make testbed)")
+    result = module_result("llmfleet.vllm.vllm_flag_check", dict(
+        image=PINNED_IMAGE, cache_dir=str(tmp_path / "host-cache"), args=["/models/tiny"], model_dir=model,
+        accelerator="cpu", seed=json.dumps(flag_cache["facts"])), tmp_path)
+    assert not result.get("failed"), result.get("msg")
+    assert result["head_dim"] == 64 and result["facts_source"] == "seed"

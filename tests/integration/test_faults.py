@@ -14,7 +14,8 @@ Then issue 16 on the same host - wrong input never takes the replica down, and o
                                                    already in use" is diagnosed as port_in_use; freeing the port and
                                                    one good site.yml re-run serve on 8000 again
   crash loop (activating / auto-restart)           a run with a KV budget vLLM refuses fails at the health gate;
-                                                   one good re-run serves again
+                                                   the previous configuration is rolled back and serves again
+                                                   before the run ends; one good re-run converges
   failed unit                                      the container killed under Restart=no (unit failed); one re-run
   stopped by hand (inactive)                       one re-run
   stale container (running)                        its files newer than its container (a run that wrote them and
@@ -286,13 +287,17 @@ def test_bind_failure_is_diagnosed_and_one_good_rerun_converges(served):
 KV_TOO_SMALL = {"enforce-eager": True, "distributed-executor-backend": "uni", "kv-cache-memory-bytes": 16384}
 
 
-def test_crash_loop_then_one_good_rerun_converges(served):
+def test_crash_loop_is_rolled_back_then_one_good_rerun_converges(served):
+    """A run with a KV budget vLLM refuses fails at the health gate; the known-good configuration is put back and
+    serves again before the run ends (issue 28), and one good re-run converges."""
     good_ports(served)
     bad = site(served, {"vllm_server_args_extra": KV_TOO_SMALL})
     assert bad.status == "failed", "a 16 KiB KV cache should not serve 512 tokens"
-    state, seen = wait_unit(["activating", "failed"], timeout=120)
-    good_rerun_converges(served, "crash loop (health gate failed), then one good re-run", state, seen=seen,
-                         bad_run_failed_task=bad.message[:300])
+    serving_after_bad_run = serving_ok(served["ip"], C.SENTINEL_API_KEY)
+    assert "is serving again" in bad.message, bad.message[-2000:]
+    assert serving_after_bad_run, "the previous configuration does not serve after the rollback"
+    good_rerun_converges(served, "crash loop (health gate failed) rolled back, then one good re-run", unit_state(),
+                         bad_run_failed_task=bad.message[:300], serving_after_bad_run=serving_after_bad_run)
 
 
 def test_failed_unit_then_one_good_rerun_converges(served):

@@ -212,3 +212,81 @@ def test_progress_counts_bytes_on_disk(tmp_path):
     rec = prog.write("downloading")
     assert rec["phase"] == "downloading" and prog.measure() == 150
     assert json.loads((tmp_path / "p.json").read_text())["phase"] == "downloading"
+
+
+# ---- issue 28: nothing left behind ------------------------------------------------------------------------------
+
+def _upload(src, staging):
+    """What the role's upload does: the controller's files copied into the staging directory next to dest."""
+    import shutil
+    staging.mkdir(parents=True, exist_ok=True)
+    for name in os.listdir(src):
+        shutil.copyfile(str(src / name), str(staging / name))
+
+
+def test_a_refused_placement_keeps_no_lock_and_the_next_good_run_removes_what_it_left(tmp_path):
+    good = make_model(tmp_path / "good")
+    bad = make_model(tmp_path / "bad")
+    with open(str(bad / "model.safetensors"), "r+b") as fh:   # a truncated shard
+        fh.truncate(os.path.getsize(str(bad / "model.safetensors")) - 100)
+    dest = tmp_path / "models" / "tiny"
+    staging = tmp_path / "models" / ".tiny.partial"
+    upload = dict(source="local", local_path=str(staging), dest=str(dest), origin="controller:/srv/ctl/tiny")
+
+    _upload(good, staging)
+    assert H.fetch(params(**upload))[1]["changed"]
+    os.unlink(str(tmp_path / "models" / ".tiny.progress.json"))          # the role removes it after a placement
+    assert sorted(os.listdir(str(dest.parent))) == ["tiny"]
+
+    _upload(bad, staging)
+    with pytest.raises(H.FetchError, match="not usable"):
+        H.fetch(params(**upload))
+    # Refused: the serving directory is untouched and no lock is left; staging and progress stay (resumable).
+    assert (dest / "model.safetensors").read_bytes() == (good / "model.safetensors").read_bytes()
+    assert sorted(os.listdir(str(dest.parent))) == [".tiny.partial", ".tiny.progress.json", "tiny"]
+
+    # The next good run (the same files as the directory in place): the plan says there is something to do, and
+    # the run removes what the refused one left, leaving the model directory alone.
+    _upload(good, staging)
+    inode = os.stat(str(dest / "model.safetensors")).st_ino
+    plan = H.fetch(params(**upload), check_mode=True)[1]
+    assert plan["changed"] and plan["leftovers_removed"] == [str(staging), str(tmp_path / "models" / ".tiny.progress.json")]
+    assert staging.exists()                                                # check mode removes nothing
+    msg, result = H.fetch(params(**upload))
+    assert result["changed"] and "removed what an interrupted or refused placement left" in msg
+    assert sorted(os.listdir(str(dest.parent))) == ["tiny"]
+    assert os.stat(str(dest / "model.safetensors")).st_ino == inode
+    # And then nothing to do.
+    _msg, again = H.fetch(params(source="local", local_path=str(dest), dest=str(dest),
+                                 origin="controller:/srv/ctl/tiny"), check_mode=True)
+    assert not again["changed"] and again["leftovers_removed"] == []
+
+
+def test_a_killed_fetch_leaves_a_lock_file_that_the_next_good_run_removes(tmp_path):
+    src = make_model(tmp_path / "src")
+    dest = tmp_path / "models" / "tiny"
+    H.fetch(params(source="local", local_path=str(src), dest=str(dest)))
+    # What kill -9 during a later fetch leaves: a lock file nobody holds, a half-written staging directory, progress.
+    (dest.parent / ".tiny.lock").write_text("99999\n")
+    (dest.parent / ".tiny.partial" / ".cache").mkdir(parents=True)
+    (dest.parent / ".tiny.partial" / "model.safetensors").write_bytes(b"\0" * 10)
+    msg, result = H.fetch(params(source="local", local_path=str(src), dest=str(dest)))
+    assert result["changed"] and len(result["leftovers_removed"]) == 3
+    assert sorted(os.listdir(str(dest.parent))) == ["tiny"]
+
+
+def test_leftovers_of_a_placement_that_still_runs_are_not_removed(tmp_path):
+    src = make_model(tmp_path / "src")
+    dest = tmp_path / "models" / "tiny"
+    H.fetch(params(source="local", local_path=str(src), dest=str(dest)))
+    (dest.parent / ".tiny.partial").mkdir()
+    holder = open(str(dest.parent / ".tiny.lock"), "w")
+    fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+    holder.write("4242\n")
+    holder.flush()
+    try:
+        with pytest.raises(H.FetchError, match=r"another model_fetch \(pid 4242\) is placing"):
+            H.fetch(params(source="local", local_path=str(src), dest=str(dest)))
+        assert (dest.parent / ".tiny.partial").is_dir()
+    finally:
+        holder.close()

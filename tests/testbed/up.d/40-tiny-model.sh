@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # Test-bed step: generate the tiny random Qwen3-MoE model (tests/images/tiny-model/make_tiny_model.py, run
-# inside the vllm-cpu image: the host venv has no torch) into .cache/models/tiny-qwen3-moe, cached by the
-# script's hash and the image's recipe hash. Appends LLMFLEET_TEST_MODEL_DIR=<absolute path>.
+# inside the vllm-cpu image: the host venv has no torch) into .cache/models/tiny-qwen3-moe, and its variant with
+# head size 16 (make_tiny_model_hd16.py), which the vLLM CPU engine's attention does not support (it starts, then
+# dies on its first request: the model that cannot serve of the rollback and bad-input tests), into
+# .cache/models/tiny-qwen3-moe-hd16; each cached by its scripts' hash and the image's recipe hash.
+# Appends LLMFLEET_TEST_MODEL_DIR=<absolute path> and LLMFLEET_TEST_UNSERVABLE_MODEL_DIR=<absolute path>.
 # Usage: 40-tiny-model.sh ENV_FILE
 # testbed-needs: vllm-image
 set -euo pipefail
 env_file=${1:?usage: 40-tiny-model.sh ENV_FILE}
 top=$(cd "$(dirname "$0")/../../.." && pwd)
 recipe="$top/tests/images/tiny-model"
-out="${LLMFLEET_CACHE_DIR:-$top/.cache}/models/tiny-qwen3-moe"
+models="${LLMFLEET_CACHE_DIR:-$top/.cache}/models"
 image=$("$top/tests/testbed/image.sh" vllm-cpu)
-key="$(sha256sum "$recipe/make_tiny_model.py" | cut -c1-16) $image"
-if [ "$(cat "$out/.llmfleet-stamp" 2>/dev/null)" != "$key" ]; then
-  echo "testbed: generating the tiny model into $out" >&2
+
+generate() {  # generate OUT SCRIPT...: the first script makes the model, every script's hash is in the stamp
+  local out=$1 key
+  shift
+  key="$(cd "$recipe" && cat "$@" | sha256sum | cut -c1-16) $image"
+  [ "$(cat "$out/.llmfleet-stamp" 2>/dev/null)" = "$key" ] && return 0
+  echo "testbed: generating the tiny model into $out ($1)" >&2
   rm -rf "$out.partial"; mkdir -p "$out.partial"
   docker run --rm --network none --user "$(id -u):$(id -g)" -e HOME=/tmp -e PYTHONHASHSEED=0 \
     -e TOKENIZERS_PARALLELISM=false -v "$recipe:/recipe:ro" -v "$out.partial:/out" \
-    --entrypoint python3 "$image" /recipe/make_tiny_model.py /out >&2
+    --entrypoint python3 "$image" "/recipe/$1" /out >&2
   echo "$key" > "$out.partial/.llmfleet-stamp"
   rm -rf "$out"; mv "$out.partial" "$out"
-fi
-echo "LLMFLEET_TEST_MODEL_DIR=$out" >> "$env_file"
+}
+generate "$models/tiny-qwen3-moe" make_tiny_model.py
+generate "$models/tiny-qwen3-moe-hd16" make_tiny_model_hd16.py make_tiny_model.py
+echo "LLMFLEET_TEST_MODEL_DIR=$models/tiny-qwen3-moe" >> "$env_file"
+echo "LLMFLEET_TEST_UNSERVABLE_MODEL_DIR=$models/tiny-qwen3-moe-hd16" >> "$env_file"

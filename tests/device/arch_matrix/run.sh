@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Architecture matrix on the real vLLM CUDA engine (vLLM 0.22.0), run on a lent GPU machine (tests/device/README.md,
+# "Architecture matrix").  Uses the vLLM install that tests/device/run_vllm_engine.sh made in $STAGE/site.
+#   run.sh receive N      copy the staged part N (.cache/archstage/pN/*, or $KIT) to $STAGE/parts
+#   run.sh start          join + install (as run_vllm_engine.sh start, without its cases), then `all` detached
+#   run.sh wait S         wait up to S s; logs to $OUT/logs.tgz
+#   run.sh all            every case of cases.json, one engine at a time, log $STAGE/logs/<case>.log
+set -u -o pipefail
+STAGE=${STAGE:-/root/stage}
+KIT=${KIT:-.cache/archstage}
+LOGS=$STAGE/logs
+PY=${PYTHON:-python3}
+export PATH=$PATH:/usr/local/nvidia/bin
+export PYTHONPATH=$STAGE/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_DEEP_GEMM=0 VLLM_ALLOW_INSECURE_SERIALIZATION=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+note() { echo "[$(date -u +%T)] $*" | tee -a "$LOGS/harness.log"; }
+
+gpu_idle() {
+  local used=
+  for _ in $(seq 1 30); do
+    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
+    [ -n "$used" ] && [ "$used" -lt 2000 ] && return 0
+    sleep 2
+  done
+  note "GPU still shows ${used:-?} MiB used"
+}
+
+one() {
+  local c=$1 cfg log limit
+  cfg=$("$PY" -c 'import json,sys; print(next(x["config"] for x in json.load(open(sys.argv[1]))["cases"] if x["case"]==sys.argv[2]))' "$STAGE/kit/cases.json" "$c")
+  mkdir -p "$STAGE/models/$cfg"
+  cp "$STAGE/kit/configs/$cfg.json" "$STAGE/models/$cfg/config.json"
+  log=$LOGS/$c.log
+  case $c in *eager*) limit=240 ;; *) limit=420 ;; esac
+  gpu_idle
+  note "$c: start"
+  echo "HARNESS_JSON {\"case\": \"$c\", \"config\": \"$cfg\", \"limit_s\": $limit}" > "$log"
+  timeout "$limit" "$PY" "$STAGE/kit/driver.py" "$STAGE/kit/cases.json" "$c" "$STAGE/models/$cfg" >> "$log" 2>&1
+  echo "HARNESS_EXIT {\"rc\": $?}" >> "$log"
+  note "$c: $(grep -ho 'Available KV cache memory: [0-9.]* GiB\|Maximum concurrency[^\"]*' "$log" | tr '\n' ' ' | cut -c1-200)"
+}
+
+case ${1:-} in
+  receive) mkdir -p "$STAGE/parts"; cp -f "$KIT"/p"$2"/* "$STAGE/parts/" && ls -la "$STAGE/parts" ;;
+  start)
+    mkdir -p "$LOGS" "$STAGE/site"
+    rm -rf "$STAGE/kit" && cp -r "$KIT/kit" "$STAGE/kit"
+    t0=$SECONDS
+    cat "$STAGE"/parts/kit.tar.* | tar -x -C "$STAGE" || { note "start: the parts do not join"; exit 3; }
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$STAGE/site" "$STAGE"/wheels/deps/*.whl \
+      > "$LOGS/install.log" 2>&1 || { note "start: pip install failed"; tail "$LOGS/install.log"; exit 3; }
+    "$PY" -m zipfile -e "$STAGE"/wheels/vllm-*.whl "$STAGE/site" >> "$LOGS/install.log" 2>&1
+    for m in "" dtypes layer schema config utils utils/weight; do
+      mkdir -p "$STAGE/site/humming/$m"
+      printf '# device-harness stand-in for humming-kernels\ndef __getattr__(name):\n    return type(name, (), {})\n' \
+        > "$STAGE/site/humming/$m/__init__.py"
+    done
+    note "start: installed in $((SECONDS - t0)) s"
+    { nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv;
+      "$PY" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)'; } > "$LOGS/env.txt" 2>&1
+    setsid nohup bash "$STAGE/kit/run.sh" all > "$LOGS/all.out" 2>&1 < /dev/null &
+    echo "started all, pid $!" ;;
+  wait)
+    end=$((SECONDS + ${2:-540}))
+    while [ ! -e "$LOGS/ALL_DONE" ] && [ $SECONDS -lt $end ]; do sleep 5; done
+    cat "$LOGS/harness.log"
+    grep -h "Traceback\|Error\|error" "$LOGS"/*.log 2>/dev/null | cut -c1-240 | tail -25
+    [ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$STAGE" logs
+    [ -e "$LOGS/ALL_DONE" ] && echo ALL_DONE ;;
+  all)
+    note "all: begin"
+    for c in $("$PY" -c 'import json,sys; print(" ".join(x["case"] for x in json.load(open(sys.argv[1]))["cases"]))' "$STAGE/kit/cases.json"); do
+      [ -n "${ONLY:-}" ] && case " $ONLY " in *" $c "*) ;; *) continue ;; esac
+      one "$c"
+    done
+    note "all: done"; touch "$LOGS/ALL_DONE" ;;
+  run) shift; mkdir -p "$LOGS"; for c in "$@"; do one "$c"; done ;;
+  *) sed -n 2,8p "$0"; exit 2 ;;
+esac
