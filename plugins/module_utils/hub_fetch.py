@@ -28,6 +28,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils import peer_fetch
 from ansible_collections.llmfleet.vllm.plugins.module_utils import weights as W
 
 
@@ -145,7 +146,8 @@ class Progress(threading.Thread):
                 done += min(self.sizes[p], os.path.getsize(os.path.join(self.staging, p)))
             except OSError:
                 pass
-        for f in incomplete_files(self.staging) + part_files(self.staging, self.to_fetch):
+        for f in incomplete_files(self.staging) + part_files(self.staging, self.to_fetch) + \
+                peer_fetch.in_flight(self.staging):
             try:
                 done += os.path.getsize(f)
             except OSError:
@@ -777,7 +779,13 @@ def _fetch(params, check_mode, warn, held):
             streamer = StreamHasher(staging, [m for m in manifest if m["path"] in fetch])
             streamer.start()
             try:
-                if src in ("hf", "modelscope"):
+                if src in ("hf", "modelscope") and attempt == 1 and p.get("peers"):
+                    # Peers of the fleet first (rsync over the LAN); what they cannot deliver, or deliver
+                    # wrong, goes to the hub on the next attempt. Verified below against the hub's manifest.
+                    result["peer_transfer"] = peer_fetch.pull(
+                        p["peers"], staging, dict((x, sizes[x]) for x in fetch), p.get("peer_timeout") or 30,
+                        min(10, p.get("peer_timeout") or 30), p.get("peer_bwlimit_kib") or 0)
+                elif src in ("hf", "modelscope"):
                     hub_download(p, staging, fetch)
                 elif src == "local":
                     local_copy(os.path.normpath(p["local_path"]), staging, fetch)
@@ -805,6 +813,8 @@ def _fetch(params, check_mode, warn, held):
             prog.phase = "downloading"
     finally:
         seconds = time.time() - t0
+    if result.get("peer_transfer"):  # what the peers left to the hub was not refetched after a failed check
+        result["refetched"] = sorted(set(result["refetched"]) - set(result["peer_transfer"]["left"]))
     result["seconds"] = round(seconds, 2)
     result["bytes_fetched"] = fetched_bytes
     result["throughput_bps"] = int(fetched_bytes / seconds) if seconds > 0 else 0

@@ -120,6 +120,33 @@ options:
     description: Parallel file downloads / hashes.
     type: int
     default: 8
+  peers:
+    description:
+      - Hosts of the fleet that already hold this model, tried in this order before the hub (source C(hf) and
+        C(modelscope) only). Each is a read-only rsync daemon module, C(rsync://address:port/module/), as the
+        C(model_weights) role runs on them; the files still missing are pulled with C(rsync --partial), so a
+        transfer cut off by a peer that dies is continued by the next peer from where it stopped.
+      - Whatever a peer sends is verified like a hub download, against the manifest this module gets from the
+        hub (sizes, sha256, git blob ids), never against the peer's word; files no peer delivers, or that fail
+        that check, are fetched from the hub. No token goes to a peer.
+    type: list
+    elements: dict
+    suboptions:
+      url:
+        description: C(rsync://address:port/module/).
+        type: str
+        required: true
+      host:
+        description: The peer's name, for the report.
+        type: str
+  peer_timeout:
+    description: Seconds without data after which rsync gives up on a peer and the next one is tried.
+    type: int
+    default: 30
+  peer_bwlimit_kib:
+    description: Most KiB/s one transfer from a peer may use (rsync C(--bwlimit)); 0 is no limit.
+    type: int
+    default: 0
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -239,6 +266,17 @@ throughput_bps:
   description: bytes_fetched / seconds.
   returned: always
   type: int
+peer_transfer:
+  description:
+    - "What the peers delivered (O(peers) given): C(bytes) and C(files) received from peers, C(left) (paths no
+      peer delivered, fetched from the hub), C(tried) (one entry per peer tried: host, url, rc, reason, seconds,
+      files, stderr)."
+  returned: when O(peers) was given and files were fetched
+  type: dict
+peer_tool:
+  description: Path of the rsync the O(peers) transfer uses on this host (null when it is not installed).
+  returned: always
+  type: str
 leftovers_removed:
   description:
     - What an interrupted or refused placement had left next to O(dest) (the staging directory, the lock file, the
@@ -253,6 +291,7 @@ streamed_hashes:
   type: int
 """
 
+import shutil
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -280,6 +319,10 @@ def main():
             environment=dict(type="str", choices=["prod", "dev"], default="dev"),
             verify_existing=dict(type="bool", default=False),
             max_workers=dict(type="int", default=8),
+            peers=dict(type="list", elements="dict",
+                       options=dict(url=dict(type="str", required=True), host=dict(type="str"))),
+            peer_timeout=dict(type="int", default=30),
+            peer_bwlimit_kib=dict(type="int", default=0),
             keep_previous=dict(type="bool", default=False),
         ),
         required_if=[("source", "hf", ["repo_id"]), ("source", "modelscope", ["repo_id"]),
@@ -292,6 +335,7 @@ def main():
         module.fail_json(msg=str(e))
     except Exception as e:  # a hub or OS error: say which, keep the traceback for -vvv
         module.fail_json(msg="model_fetch failed: %s: %s" % (type(e).__name__, e), exception=traceback.format_exc())
+    result["peer_tool"] = shutil.which("rsync")
     module.exit_json(msg=msg, **result)
 
 

@@ -51,6 +51,14 @@ class Server:
     def __init__(self, proc, url, workdir=None):
         self.proc, self.url, self.workdir = proc, url, workdir
 
+    def bytes_sent(self):
+        """Bytes a throttle proxy started with stats=True sent back to its clients so far."""
+        import json
+        try:
+            return json.loads((Path(self.workdir) / "stats.json").read_text())["bytes_to_clients"]
+        except (OSError, ValueError, KeyError):
+            return 0
+
     def stop(self):
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -92,10 +100,18 @@ def start_modelscope(mirrors_root, host="127.0.0.1", port=0, rate=None, log=None
     return Server(proc, "http://%s:%d" % (probe_host, bound), work)
 
 
-def start_throttle(target_url, rate, shared=False):
+def start_throttle(target_url, rate, shared=False, host="127.0.0.1", stats=False):
+    """A proxy in front of target_url (http://host:port or rsync://host:port) limiting the bytes/s sent back
+    (rate 0: unlimited). stats=True: Server.bytes_sent() reads the bytes it sent back so far."""
     work = Path(tempfile.mkdtemp(prefix="llmfleet-thr-"))
-    target = target_url.split("://", 1)[1]
+    scheme, target = target_url.split("://", 1)
+    target = target.split("/", 1)[0]
+    extra = (["--shared"] if shared else []) + (["--stats-file", str(work / "stats.json")] if stats else [])
     proc = subprocess.Popen([sys.executable, str(HERE / "throttle_proxy.py"), "--target", target, "--rate",
-                             str(rate), "--port-file", str(work / "port")] + (["--shared"] if shared else []), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    return Server(proc, "http://127.0.0.1:%d" % _wait_port_file(work / "port", proc), work)
+                             str(rate), "--host", host, "--port-file", str(work / "port")] + extra,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    port = _wait_port_file(work / "port", proc)
+    probe_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    srv = Server(proc, "%s://%s:%d" % (scheme, probe_host, port), work)
+    srv.port = port
+    return srv

@@ -36,6 +36,8 @@ step_packages() {
   curl -fsS -o /dev/null "http://127.0.0.1:$registry_port/v2/" 2>/dev/null || command -v docker-registry >/dev/null \
     || missing+=(docker-registry)
   command -v debootstrap >/dev/null || missing+=(debootstrap)
+  # rsync: the peer transfer of the weights (tests/integration/test_peer_fetch.py runs real rsync daemons).
+  command -v rsync >/dev/null || missing+=(rsync)
   command -v apt-ftparchive >/dev/null || missing+=(apt-utils)
   command -v gpg >/dev/null || missing+=(gnupg)
   [ ${#missing[@]} -eq 0 ] && return 0
