@@ -67,8 +67,11 @@ def _resolve_model(args, profiles):
 def _from_hub(args, model, profiles):
     """A repo id without a profile file: its config.json, generation_config.json and safetensors index from the
     hub (hub_metadata.fetch_metadata, cached on the controller), planned with the engine options every model has."""
-    meta = H.fetch_metadata(model, args["hub_source"], args.get("hub_revision"), args.get("hub_endpoint"),
-                            args.get("hub_token"), args["metadata_cache_dir"])
+    try:
+        meta = H.fetch_metadata(model, args["hub_source"], args.get("hub_revision"), args.get("hub_endpoint"),
+                                args.get("hub_token"), args["metadata_cache_dir"])
+    except H.HubMetadataError as e:
+        raise H.HubMetadataError("%s (or name one of the profiles: %s)" % (e, ", ".join(sorted(profiles))))
     arch = normalize_config(meta["config"], where="%s@%s config.json" % (model, meta["commit"]))
     wb = args.get("weights_bytes") or (None if meta["index"] else meta.get("safetensors_bytes"))
     p = profile_from_model_dir(meta["config"], index=meta["index"], weights_bytes=wb, name=model,

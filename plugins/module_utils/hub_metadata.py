@@ -118,7 +118,16 @@ def fetch_metadata(repo_id, source="hf", revision=None, endpoint=None, token=Non
     _set_client_env(endpoint)
     staging = cache_path(cache_dir, source, repo_id, ".staging")
     os.makedirs(staging, exist_ok=True)
-    commit, st_bytes = (_hf if source == "hf" else _ms)(repo_id, revision, endpoint, token, staging)
+    try:
+        commit, st_bytes = (_hf if source == "hf" else _ms)(repo_id, revision, endpoint, token, staging)
+    except HubMetadataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the clients raise their own transport errors (httpx, requests, OSError)
+        where = endpoint or ("huggingface.co" if source == "hf" else "modelscope.cn")
+        raise HubMetadataError("%s has no profile file, and its config.json could not be read from %s (%s: %s): "
+                               "set model_weights_endpoint to a mirror this controller reaches, or give a model "
+                               "directory on the controller as llmfleet_model"
+                               % (repo_id, where, type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
     final = cache_path(cache_dir, source, repo_id, commit)
     if st_bytes:
         with open(os.path.join(staging, "safetensors_sizes.json"), "w") as fh:

@@ -106,9 +106,12 @@ def case(cid, what, play, base, override, fragments, env=None, absent=(), max_li
 
 CASES = [
     # preflight: the plan and its inputs (cpu profile, host-free)
-    case("unknown-model-profile", "llmfleet_model names no profile and no directory", role_play("preflight"),
-         PRE_CPU, {"llmfleet_model": "Qwen/Qwen9-Nonexistent"},
-         ["unknown model 'Qwen/Qwen9-Nonexistent'", "not a profile", "Qwen/Qwen3.5-35B-A3B-FP8"]),
+    # A repo id without a profile is planned from the hub (#29); no hub answers here, so the one line names the
+    # repo, the hub, the variable of a mirror and the profiles.
+    case("unknown-model-profile", "llmfleet_model names no profile, no directory, and the hub cannot be reached",
+         role_play("preflight"), PRE_CPU, {"llmfleet_model": "Qwen/Qwen9-Nonexistent"},
+         ["Qwen/Qwen9-Nonexistent has no profile file", "could not be read from huggingface.co",
+          "model_weights_endpoint", "Qwen/Qwen3.5-35B-A3B-FP8"]),
     case("max-model-len-above-limit", "context longer than the model's max_position_embeddings",
          role_play("preflight"), PRE_CPU, {"llmfleet_max_model_len": 10000000},
          ["max_model_len 10000000 exceeds the model's context"]),
@@ -333,8 +336,15 @@ def test_bad_weights_input_is_refused_before_any_change(params, request):
 
 @pytest.fixture
 def busy_port():
+    """A port another process holds, low enough that vLLM's own port behind the edge (+ 10000) is a valid port too
+    (the kernel's ephemeral range reaches 60999: such a port would be refused for its overflow first)."""
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    for port in range(20000 + os.getpid() % 20000, 55000):
+        try:
+            sock.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            continue
     sock.listen(1)
     yield sock.getsockname()[1]
     sock.close()
