@@ -442,31 +442,31 @@ def place(staging, dest, keep_previous=False):
     if not os.path.exists(dest):
         os.rename(staging, dest)
         return
+    old = exchange_dirs(staging, dest)
     if keep_previous:
         previous = previous_generation(dest)
         if os.path.lexists(previous):
             shutil.rmtree(previous)
-        os.rename(dest, previous)
-        os.rename(staging, dest)
-        return
-    swapped = False
+        os.rename(old, previous)
+    else:
+        shutil.rmtree(old)
+
+
+def exchange_dirs(new, dest):
+    """Put directory new in dest's place, atomically where the kernel can (renameat2 RENAME_EXCHANGE), else with
+    two renames. Returns where dest's old directory is now (new's path after an exchange)."""
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = getattr(libc, "renameat2", None)
-        if renameat2 is not None:
-            at_fdcwd, rename_exchange = -100, 2
-            if renameat2(at_fdcwd, staging.encode(), at_fdcwd, dest.encode(), rename_exchange) == 0:
-                swapped = True
+        if renameat2 is not None and renameat2(-100, new.encode(), -100, dest.encode(), 2) == 0:
+            return new
     except (OSError, AttributeError):
-        swapped = False
-    if swapped:
-        shutil.rmtree(staging)  # now holds the old directory
-        return
+        pass
     old = dest + ".old.%d" % os.getpid()
     os.rename(dest, old)
-    os.rename(staging, dest)
-    shutil.rmtree(old)
+    os.rename(new, dest)
+    return old
 
 
 def previous_generation(dest):

@@ -122,6 +122,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import model_dir_digest, read_text
+from ansible_collections.llmfleet.vllm.plugins.module_utils.hub_fetch import exchange_dirs, previous_generation
 from ansible_collections.llmfleet.vllm.plugins.module_utils.serving_identity import replica_files
 
 UNIT_COPY = "unit-template.service"
@@ -191,22 +192,11 @@ def save(module, p):
     return {"kept": kept, "changed": bool(kept)}
 
 
-def _exchange(a, b):
-    """Swap two directories in one rename (renameat2 RENAME_EXCHANGE); False where the kernel or libc cannot."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = getattr(libc, "renameat2", None)
-        return renameat2 is not None and renameat2(-100, a.encode(), -100, b.encode(), 2) == 0
-    except (OSError, AttributeError):
-        return False
-
-
 def _restore_model(module, model_dir, want):
     """Put back the previous generation of model_dir when it, and not model_dir, holds the manifest want."""
     if not model_dir or not want or model_dir_digest(model_dir) == want:
         return False
-    previous = os.path.join(os.path.dirname(model_dir), ".%s.previous" % os.path.basename(model_dir))
+    previous = previous_generation(model_dir)
     if model_dir_digest(previous) != want:
         module.warn("The model directory %s no longer holds the weights the previous configuration served (%s), and "
                     "no previous generation next to it does: the restored replica serves what it holds now."
@@ -214,11 +204,10 @@ def _restore_model(module, model_dir, want):
         return False
     if module.check_mode:
         return True
-    if not _exchange(model_dir, previous):
-        aside = previous + ".swap"
-        os.rename(model_dir, aside)
-        os.rename(previous, model_dir)
-        os.rename(aside, previous)
+    # The rejected directory becomes the previous generation: the next placement replaces it.
+    old = exchange_dirs(previous, model_dir)
+    if old != previous:
+        os.rename(old, previous)
     return True
 
 
