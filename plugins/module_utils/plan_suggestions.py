@@ -132,4 +132,33 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
                                     % (count, g0.get("name") or "same memory", "NVLink" if has_nv else "PCIe",
                                        r["layout"])})
                 break
+    # 8. more hosts like this one (a model larger than one host: TP inside each host, PP across them)
+    if inputs["accelerator"] == "gpu" and isinstance(gpu_facts, dict) and gpu_facts.get("gpus"):
+        out.extend(_more_hosts(gpu_facts, profile, inputs))
     return out
+
+
+def _more_hosts(gpu_facts, profile, inputs):
+    """'Use 2 hosts like this one (...)': the fewest identical hosts that hold the model, re-planned."""
+    from ansible_collections.llmfleet.vllm.plugins.module_utils import planner as P
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_multinode import (
+        SUGGESTED_HOST_COUNTS, describe_host)
+    have = int(inputs.get("hosts") or 1)
+    kw = dict(inputs)
+    kw.pop("replicas", None)
+    for count in SUGGESTED_HOST_COUNTS:
+        if count <= have:
+            continue
+        kw["hosts"] = count
+        try:
+            r = P.plan(gpu_facts, profile, alternatives=None, _suggest=False, **kw)
+        except PlanError:
+            r = None
+        if r and r["fits"] and r.get("nodes", 1) > 1:
+            return [{"set": {"hosts": r["nodes"]},
+                     "text": "Use %d hosts like this one (%s): fits as %s, %s KV tokens, max concurrency %.2f at %d "
+                             "tokens (an inventory group of %d hosts, llmfleet_model_group)."
+                             % (r["nodes"], describe_host(gpu_facts), r["layout"],
+                                "{:,}".format(r["kv_cache_tokens"]), r["max_concurrency"], r["max_model_len"],
+                                r["nodes"])}]
+    return []
