@@ -33,7 +33,14 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_
 from ansible_collections.llmfleet.vllm.plugins.module_utils import vllm_bootlog as B  # noqa: E402
 
 # name -> (objective, max_model_len or None for plan.yml's default)
-TABLES = {"throughput": ("throughput", None), "latency-262144": ("latency", 262144), "vllm-fixtures": None}
+TABLES = {"throughput": ("throughput", None), "latency-262144": ("latency", 262144), "vllm-fixtures": None,
+          "hosts-8xh100": None}
+# More than one host: published config.json files (tests/fixtures/model_configs, SOURCES.md) on 1 and 2 hosts of
+# 8x H100 SXM, weights counted from config.json, plan.yml's context and utilisation.
+HOSTS_HARDWARE = "8x H100 SXM"
+HOSTS_MODELS = (("deepseek-ai--DeepSeek-V3", "DeepSeek-V3 (FP8)"),
+                ("uiuc-convai--CoALM-405B", "Llama-3.1-405B (BF16)"))
+HOSTS_COUNTS = (1, 2)
 DOCS = ("README.md", os.path.join("docs", "PLANNER.md"))
 _MARK = re.compile(r"(<!-- plan-table:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /plan-table -->)", re.S)
 
@@ -95,9 +102,56 @@ def fixtures_table():
     return "\n".join(rows) + "\n"
 
 
+def config_profile(name):
+    """A profile planned from a published config.json of tests/fixtures/model_configs, weights counted from it."""
+    import json
+
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import profile_from_model_dir
+    with open(os.path.join(ROOT, "tests", "fixtures", "model_configs", name + ".json")) as fh:
+        config = json.load(fh)
+    return profile_from_model_dir(config, name=name.replace("--", "/"), count_weights=True)
+
+
+def hosts_plans():
+    """(hosts, label, plan) for every row of the 'More than one host' table."""
+    v = plan_defaults()
+    cat = load_catalogue()
+    facts = annotate_gpu_facts(gpu_facts_from_spec(HOSTS_HARDWARE, cat), cat)
+    out = []
+    for name, label in HOSTS_MODELS:
+        prof = config_profile(name)
+        for hosts in HOSTS_COUNTS:
+            out.append((hosts, label, P.plan(facts, prof, max_model_len=v["plan_max_model_len"], hosts=hosts,
+                                             gpu_memory_utilization=v["plan_gpu_memory_utilization"])))
+    return out
+
+
+def hosts_table():
+    gib = 1024.0 ** 3
+    rows = ["| hosts of %s | model (config.json) | fits | layout | nodes / TP / PP | layers per stage | weights per "
+            "GPU by stage | KV memory per GPU by stage | KV cache tokens | max concurrency @ context | max_num_seqs |"
+            % HOSTS_HARDWARE, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for hosts, label, p in hosts_plans():
+        st = p["stages"] or []
+        fits = "yes" if p["fits"] else "no: " + (p["suggestions"][0]["text"] if p["suggestions"] else "-")
+        rows.append("| %d | %s | %s | %s | %d / %d / %d | %s | %s | %s | %s | %s | %s |" % (
+            hosts, label, fits, p["layout"], p["nodes"], p["tensor_parallel_size"], p["pipeline_parallel_size"],
+            " + ".join(str(s["num_layers"]) for s in st) or "all",
+            " / ".join("%.1f GiB" % (s["weights_bytes_per_gpu"] / gib) for s in st)
+            or "%.1f GiB" % (p["weights_bytes_per_gpu"] / gib),
+            " / ".join("%.1f GiB" % (s["available_kv_cache_memory_bytes"] / gib) for s in st)
+            or "%.1f GiB" % (p["available_kv_cache_memory_bytes"] / gib),
+            "{:,}".format(p["kv_cache_tokens"]) if p["fits"] else "-",
+            "%.2f @ %d" % (p["max_concurrency"], p["max_model_len"]) if p["fits"] else "- @ %d" % p["max_model_len"],
+            p["max_num_seqs"] if p["fits"] else "-"))
+    return "\n".join(rows) + "\n"
+
+
 def table(name):
     if name == "vllm-fixtures":
         return fixtures_table()
+    if name == "hosts-8xh100":
+        return hosts_table()
     v = plan_defaults()
     objective, ctx = TABLES[name]
     cat = load_catalogue()

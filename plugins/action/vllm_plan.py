@@ -97,6 +97,20 @@ def _load_facts_file(path):
     return data
 
 
+def _gpu_facts_arg(value):
+    """gpu_facts as given: one host's facts (a dict, or a registered gpu_facts result) or a list of them."""
+    def one(v, where):
+        if isinstance(v, dict) and "gpu_facts" in v and "gpus" not in v:
+            v = v["gpu_facts"]
+        if not isinstance(v, dict) or "gpus" not in v:
+            raise PlanError("gpu_facts%s is not gpu_facts (no 'gpus' key): give llmfleet.vllm.gpu_facts' result, or "
+                            "a list of them, one per host of the group" % where)
+        return v
+    if isinstance(value, (list, tuple)):
+        return [one(v, "[%d]" % i) for i, v in enumerate(value)]
+    return one(value, "")
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -110,21 +124,25 @@ class ActionModule(ActionBase):
         try:
             facts = None
             if args["gpu_facts"] is not None:
-                facts = args["gpu_facts"]
+                facts = _gpu_facts_arg(args["gpu_facts"])
             elif args["gpu_facts_file"]:
                 facts = _load_facts_file(args["gpu_facts_file"])
             elif args["hardware"] is not None:
                 facts = gpu_facts_from_spec(args["hardware"], load_catalogue())
                 if label is None and isinstance(args["hardware"], str):
                     label = args["hardware"]
+                    if (args["hosts"] or 1) > 1:
+                        label = "%d x (%s)" % (args["hosts"], label)
             if facts is not None:
                 # One place for each GPU fact: the catalogue adds what nvidia-smi's name implies (driver reserve,
                 # FP8 support) to real gpu_facts and described hardware alike.
-                facts = annotate_gpu_facts(facts, load_catalogue())
+                cat = load_catalogue()
+                facts = [annotate_gpu_facts(f, cat) for f in facts] if isinstance(facts, list) \
+                    else annotate_gpu_facts(facts, cat)
             if args["accelerator"] == "gpu" and facts is None:
                 raise PlanError("give gpu_facts (from llmfleet.vllm.gpu_facts), gpu_facts_file or hardware; "
                                 "or plan for the CPU engine with accelerator: cpu")
-            if args["accelerator"] == "cpu" and facts is not None and facts.get("gpus"):
+            if args["accelerator"] == "cpu" and facts is not None and (isinstance(facts, list) or facts.get("gpus")):
                 raise PlanError("accelerator cpu plans for the vLLM CPU engine: drop gpu_facts / hardware")
             profiles = _load_all(args["profiles_path"])
             profile = _resolve_model(args, profiles)
@@ -134,15 +152,19 @@ class ActionModule(ActionBase):
                      features=args["features"], tensor_parallel_size=args["tensor_parallel_size"],
                      enable_expert_parallel=args["enable_expert_parallel"], kv_cache_dtype=args["kv_cache_dtype"],
                      vllm_version=args["vllm_version"], max_num_batched_tokens=args["max_num_batched_tokens"],
-                     replicas=args["replicas"], alternatives=list(profiles.values()))
+                     replicas=args["replicas"], hosts=args["hosts"], alternatives=list(profiles.values()))
         except (PlanError, ProfileError, CatalogueError, H.HubMetadataError, ValueError, OSError) as e:
             raise AnsibleActionFail("vllm_plan: %s" % e)
         if label is None:
             if args["accelerator"] == "cpu":
                 label = "CPU engine"
             else:
-                names = sorted({g.get("name") or "GPU" for g in facts["gpus"]})
-                label = "%dx %s" % (len(facts["gpus"]), "/".join(names))
+                one = facts[0] if isinstance(facts, list) else facts
+                names = sorted({g.get("name") or "GPU" for g in one["gpus"]})
+                label = "%dx %s" % (len(one["gpus"]), "/".join(names))
+                hosts = len(facts) if isinstance(facts, list) else (args["hosts"] or 1)
+                if hosts > 1:
+                    label = "%d x (%s)" % (hosts, label)
         result.update(changed=False, plan=p, table_header=TABLE_HEADER, table_row=table_row(label, p),
                       hub_metadata=profile.get("hub_metadata"))
         if args["fail_if_not_fits"] and not p["fits"]:

@@ -21,6 +21,8 @@ description:
     and charge each request its attention blocks plus 1 (2 with prefix caching) state blocks per group.
     C(kv_cache_tokens) and C(max_concurrency) mean what vLLM logs as 'GPU KV cache size' and 'Maximum
     concurrency'."
+  - "Across hosts (I(hosts) or several hosts' I(gpu_facts)): TP inside a host over NVLink, PP across hosts;
+    C(plan.nodes), C(plan.pipeline_parallel_size) and C(plan.stages) say how."
   - "Layout: a tensor-parallel group never spans GPUs without NVLink between them when a replica fits inside one
     NVLink domain; the TP size divides the attention heads; with objective C(throughput) each layout (replicas x
     TP) is scored by the full-context sequences it serves, discounted for TP traffic, and C(reasons) compares
@@ -65,8 +67,22 @@ options:
     description: Size of the checkpoint's weights in bytes (overrides the profile's number).
     type: int
   gpu_facts:
-    description: The C(gpu_facts) returned by M(llmfleet.vllm.gpu_facts).
-    type: dict
+    description:
+      - The C(gpu_facts) returned by M(llmfleet.vllm.gpu_facts) (one host), or a list of several hosts' gpu_facts in
+        node-rank order (the hosts of one C(llmfleet_model_group)). Several hosts are planned as one vLLM instance
+        only when one host does not hold the model (see I(hosts)).
+    type: raw
+  hosts:
+    description:
+      - "Plan for this many identical hosts like the one described by I(gpu_facts), I(gpu_facts_file) or
+        I(hardware). A model that one host holds is planned on one host (C(plan.nodes) 1; each host serves its own
+        replicas). A model larger than one host is planned across the fewest hosts that hold it, as vLLM serves it:
+        tensor parallel inside each host over NVLink, pipeline parallel across the hosts (one stage per host, the
+        layers split as vLLM's C(get_pp_indices) splits them, each stage sized on its own and the smallest KV pool
+        setting the capacity)."
+      - With one host (the default) such a model does not fit and C(suggestions) names the host count
+        (C(Use 2 hosts like this one ...)).
+    type: int
   gpu_facts_file:
     description: A JSON or YAML file on the controller holding gpu_facts (or a registered gpu_facts result).
     type: path
@@ -182,6 +198,18 @@ EXAMPLES = r"""
     hardware: 2x H200 NVLink
     objective: latency
 
+- name: Plan DeepSeek-V3 on two hosts of 8x H100 SXM (TP8 inside each host, PP2 across them)
+  llmfleet.vllm.vllm_plan:
+    model: deepseek-ai/DeepSeek-V3
+    hardware: 8x H100 SXM
+    hosts: 2
+    max_model_len: 32768
+
+- name: Plan one model over the hosts of an inventory group, from each host's own gpu_facts
+  llmfleet.vllm.vllm_plan:
+    model: meta-llama/Llama-3.1-405B-Instruct
+    gpu_facts: "{{ groups['llama405b'] | map('extract', hostvars, ['gpu', 'gpu_facts']) | list }}"
+
 - name: Plan the tiny test model on the CPU engine
   llmfleet.vllm.vllm_plan:
     model: llmfleet-test/tiny-qwen3-moe
@@ -202,8 +230,20 @@ plan:
   type: dict
   contains:
     fits: {description: The model fits with these settings., type: bool}
-    tensor_parallel_size: {description: GPUs per replica (TP group)., type: int}
-    data_parallel_size: {description: Number of replicas (one vLLM container each)., type: int}
+    tensor_parallel_size: {description: GPUs per replica (TP group); across hosts the TP group inside each host., type: int}
+    pipeline_parallel_size: {description: Pipeline stages (1 on one host; across hosts one stage per host)., type: int}
+    nodes:
+      description: Hosts one instance spans (1 on one host; C(--nnodes) of vLLM's multi-node mode).
+      type: int
+    hosts: {description: Hosts the plan was given (I(hosts) or the length of the I(gpu_facts) list)., type: int}
+    stages:
+      description: >-
+        Across hosts, one entry per pipeline stage (node rank): node_rank, host, layers ([start, end) as vLLM's
+        get_pp_indices), num_layers, gpus, weights_bytes, weights_bytes_per_gpu, overhead_bytes_per_gpu,
+        available_kv_cache_memory_bytes, kv_cache_blocks, fits, problem; null on one host.
+      type: list
+      elements: dict
+    data_parallel_size: {description: Number of replicas (one vLLM container each; 1 across hosts)., type: int}
     replicas: {description: GPU indices of each replica (one empty list on the CPU engine)., type: list}
     enable_expert_parallel: {description: Expert parallelism inside each replica., type: bool}
     weights_bytes: {description: Weight bytes loaded per replica (checkpoint less parts not loaded)., type: int}
@@ -263,8 +303,9 @@ ARGUMENT_SPEC = dict(
     metadata_cache_dir=dict(type="path", default="~/.cache/llmfleet/hub-metadata"),
     model_config=dict(type="dict"),
     weights_bytes=dict(type="int"),
-    gpu_facts=dict(type="dict"),
+    gpu_facts=dict(type="raw"),
     gpu_facts_file=dict(type="path"),
+    hosts=dict(type="int"),
     hardware=dict(type="raw"),
     accelerator=dict(type="str", choices=["gpu", "cpu"], default="gpu"),
     kv_cache_memory_bytes=dict(type="int"),
