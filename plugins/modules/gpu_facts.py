@@ -118,6 +118,13 @@ gpu_facts:
       description: Network devices in the topology matrix (label, device name, link type to each GPU).
       type: list
       elements: dict
+    rdma:
+      description: >-
+        InfiniBand / RoCE as NCCL would find it between hosts (/sys/class/infiniband, /dev/infiniband, the
+        nvidia_peermem module): devices (name, ports with state, link_layer, rate), active_ports, uverbs_devices,
+        rdma_cm, peermem_module, gpudirect_rdma, data_path (C(ib_gdr), C(ib) or C(socket): TCP sockets) and
+        warnings naming the fix.
+      type: dict
     warnings:
       description: Optional reads that failed, fallbacks taken.
       type: list
@@ -132,6 +139,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils.network_facts import rdma_facts, read_rdma_tree
 from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import (
     GpuFactsError, TopologyParseError, collect_gpu_facts, find_nvidia_smi, sysfs_pci_path)
 
@@ -174,6 +182,7 @@ def main():
         facts, raw = collect_gpu_facts(run, smi, p["use_nvml"], _import_nvml, devices, _read_numa)
     except (GpuFactsError, TopologyParseError) as e:
         module.fail_json(msg=str(e))
+    facts["rdma"] = rdma_facts(read_rdma_tree("/"))
     result = dict(changed=False, gpu_facts=facts)
     if p["return_raw"]:
         result["raw"] = raw

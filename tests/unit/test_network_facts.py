@@ -1,0 +1,133 @@
+"""The network a model group over several hosts needs (issue #30): RDMA / GPUDirect detection on captured sysfs-like
+trees (tests/fixtures/network, test doubles for NICs that do not exist here), the NCCL socket interface, routes,
+MTU mismatches, and what a container needs for RDMA."""
+import os
+
+import pytest
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils import network_facts as N
+
+FIX = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fixtures", "network"))
+
+
+def facts(name):
+    return N.rdma_facts(N.read_rdma_tree(os.path.join(FIX, name)))
+
+
+def test_infiniband_with_gpudirect_rdma():
+    r = facts("ib-gdr")
+    assert r["data_path"] == "ib_gdr" and r["gpudirect_rdma"] and r["warnings"] == []
+    assert [d["name"] for d in r["devices"]] == ["mlx5_0", "mlx5_1"]
+    assert r["active_ports"] == ["mlx5_0/1", "mlx5_1/1"]
+    assert r["link_layers"] == ["InfiniBand"]
+    assert r["devices"][0]["ports"][0] == {"port": 1, "state": "ACTIVE", "phys_state": "LINKUP",
+                                           "link_layer": "InfiniBand", "rate": "400 Gb/sec (4X NDR)"}
+    assert r["devices"][0]["netdevs"] == ["ibp12s0"]
+    assert r["uverbs_devices"] == ["uverbs0", "uverbs1"] and r["rdma_cm"] and r["peermem_module"] == "nvidia_peermem"
+    assert N.container_rdma_options(r) == {
+        "devices": ["/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1", "/dev/infiniband/rdma_cm"],
+        "cap_add": ["IPC_LOCK"], "ulimits": ["memlock:-1:-1"]}
+
+
+def test_roce_without_the_peer_memory_module_warns_and_names_the_fix():
+    r = facts("roce-no-peermem")
+    assert r["data_path"] == "ib" and not r["gpudirect_rdma"] and r["link_layers"] == ["Ethernet"]
+    assert len(r["warnings"]) == 1
+    assert "nvidia_peermem module is not loaded" in r["warnings"][0]
+    assert "modprobe nvidia_peermem" in r["warnings"][0] and "mlx5_0/1" in r["warnings"][0]
+    assert N.container_rdma_options(r)["devices"] == ["/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"]
+
+
+def test_a_down_port_falls_back_to_sockets():
+    r = facts("ib-port-down")
+    assert r["data_path"] == "socket" and r["active_ports"] == []
+    assert "no ACTIVE port (mlx5_0 port 1 DOWN)" in r["warnings"][0]
+    assert "TCP sockets" in r["warnings"][0]
+    assert N.container_rdma_options(r) == {"devices": [], "cap_add": [], "ulimits": []}
+
+
+def test_no_rdma_device_at_all():
+    r = facts("ethernet-only")
+    assert r["data_path"] == "socket" and r["devices"] == [] and r["peermem_module"] is None
+    assert "/sys/class/infiniband is empty" in r["warnings"][0]
+
+
+def test_an_active_port_without_verbs_devices_is_still_sockets():
+    tree = N.read_rdma_tree(os.path.join(FIX, "ib-gdr"))
+    tree["dev_infiniband"] = []
+    r = N.rdma_facts(tree)
+    assert r["data_path"] == "socket" and "modprobe ib_uverbs" in r["warnings"][0]
+
+
+def test_the_older_peer_memory_module_counts_from_proc_modules():
+    tree = N.read_rdma_tree(os.path.join(FIX, "roce-no-peermem"))
+    tree["proc_modules"] += "\nnv_peer_mem 16384 0 - Live 0x0000000000000000 (OE)"
+    assert N.rdma_facts(tree)["data_path"] == "ib_gdr"
+
+
+def test_interfaces_from_sysfs():
+    ifs = N.read_interfaces(os.path.join(FIX, "ib-gdr"))
+    assert ifs["eno1"] == {"mtu": 1500, "operstate": "up", "type": "1"}
+    assert ifs["ibp12s0"]["type"] == N.ARPHRD_INFINIBAND and ifs["ibp12s0"]["mtu"] == 4092
+
+
+def _read(name):
+    with open(os.path.join(FIX, name)) as fh:
+        return fh.read()
+
+
+def test_routes_in_both_of_iproute2s_formats():
+    assert N.parse_route_get(_read("ip_route_get.json")) == {"dev": "ens1f0np0", "src": "10.20.0.11", "gateway": None}
+    assert N.parse_route_get(_read("ip_route_get_gw.json")) == {"dev": "eno1", "src": "10.20.0.11",
+                                                                 "gateway": "10.20.0.1"}
+    assert N.parse_route_get(_read("ip_route_get.txt")) == {"dev": "eno1", "src": "10.20.0.11",
+                                                             "gateway": "10.20.0.1"}
+    with pytest.raises(N.NetworkFactsError, match="Network is unreachable"):
+        N.parse_route_get("RTNETLINK answers: Network is unreachable")
+
+
+IFS = N.read_interfaces(os.path.join(FIX, "roce-no-peermem"))
+
+
+def test_auto_chooses_the_interface_of_the_route_to_the_other_hosts():
+    routes = {"gpu-b": {"dev": "ens1f0np0", "src": "10.20.0.11"}, "gpu-c": {"dev": "ens1f0np0", "src": "10.20.0.11"}}
+    c = N.choose_socket_ifname(routes, "auto", IFS, "gpu-a")
+    assert c == {"ifname": "ens1f0np0", "problems": [], "warnings": []}
+
+
+def test_routes_through_two_interfaces_are_a_problem_naming_both():
+    routes = {"gpu-b": {"dev": "ens1f0np0"}, "gpu-c": {"dev": "eno1"}}
+    c = N.choose_socket_ifname(routes, "auto", IFS, "gpu-a")
+    assert c["ifname"] is None
+    assert "gpu-a reaches the other hosts of the group through different interfaces" in c["problems"][0]
+    assert "gpu-c via eno1" in c["problems"][0] and "gpu-b via ens1f0np0" in c["problems"][0]
+    assert "llmfleet_nccl_socket_ifname" in c["problems"][0]
+
+
+def test_a_given_interface_is_checked():
+    routes = {"gpu-b": {"dev": "ens1f0np0"}}
+    assert N.choose_socket_ifname(routes, "ens1f0np0", IFS, "gpu-a")["problems"] == []
+    assert N.choose_socket_ifname(routes, "ens1", IFS, "gpu-a")["problems"] == []     # NCCL's prefix match
+    bad = N.choose_socket_ifname(routes, "ib0", IFS, "gpu-a", var="vllm_server_nccl_socket_ifname")
+    assert "gpu-a has no interface ib0 (vllm_server_nccl_socket_ifname); it has ens1f0np0, lo" in bad["problems"][0]
+    other = N.choose_socket_ifname(routes, "lo", IFS, "gpu-a")
+    assert other["problems"] == [] and "leave through ens1f0np0" in other["warnings"][0]
+
+
+def test_a_down_route_interface_is_a_problem():
+    ifs = dict(IFS, ens1f0np0=dict(IFS["ens1f0np0"], operstate="down"))
+    c = N.choose_socket_ifname({"gpu-b": {"dev": "ens1f0np0"}}, "auto", ifs, "gpu-a")
+    assert "interface ens1f0np0 (the route to the other hosts) is down" in c["problems"][0]
+
+
+def test_mtu_mismatch_names_every_host_and_the_fix():
+    assert N.mtu_problems({"a": {"ifname": "ens1", "mtu": 9000}, "b": {"ifname": "ens1", "mtu": 9000}}) == []
+    p = N.mtu_problems({"a": {"ifname": "ens1", "mtu": 9000}, "b": {"ifname": "eth0", "mtu": 1500}})
+    assert len(p) == 1
+    assert "b (eth0) MTU 1500; a (ens1) MTU 9000" in p[0] and "mtu 9000" in p[0]
+
+
+def test_hosts_on_different_data_paths():
+    assert N.group_rdma_problems({"a": facts("ib-gdr"), "b": facts("ib-gdr")}) == []
+    p = N.group_rdma_problems({"a": facts("ib-gdr"), "b": facts("ethernet-only")})
+    assert "ib_gdr: a; socket: b" in p[0]
