@@ -263,3 +263,84 @@ def group_rdma_problems(host_rdma):
     return ["the hosts of the group do not share a data path (%s): NCCL uses TCP sockets between them all; give "
             "every host a working RDMA port (and nvidia_peermem) or accept socket bandwidth"
             % "; ".join("%s: %s" % (p, ", ".join(hs)) for p, hs in sorted(paths.items()))]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The group: which ports each host must reach, and the problems only the whole group shows
+# ---------------------------------------------------------------------------------------------------------------
+
+def group_port_targets(hosts, me, addresses, leader_ports, probe_port=None):
+    """What host ``me`` must reach in its group (``hosts`` in rank order, the first leads): every port of
+    ``leader_ports`` (the master port the other ranks rendezvous on) on the leader, and ``probe_port`` on every
+    other host (NCCL and vLLM's message queues open further TCP connections between all the hosts: one port
+    tested both ways stands for the firewall letting the group's hosts talk).  ``addresses`` {host: address}."""
+    hosts = [str(h) for h in hosts or []]
+    me = str(me)
+    if me not in hosts or len(hosts) < 2:
+        return []
+    leader = hosts[0]
+    out = []
+    if me != leader:
+        for port in leader_ports or []:
+            out.append({"host": leader, "address": str(addresses.get(leader) or leader), "port": int(port),
+                        "kind": "master"})
+    if probe_port:
+        for h in hosts:
+            if h != me:
+                out.append({"host": h, "address": str(addresses.get(h) or h), "port": int(probe_port),
+                            "kind": "probe"})
+    return out
+
+
+def listen_ports(hosts, me, leader_ports, probe_port=None):
+    """The ports host ``me`` listens on during the reachability test, with the connections it should expect."""
+    hosts = [str(h) for h in hosts or []]
+    me = str(me)
+    if me not in hosts or len(hosts) < 2:
+        return []
+    out = []
+    if me == hosts[0]:
+        out.extend({"port": int(p), "expect": len(hosts) - 1} for p in leader_ports or [])
+    if probe_port:
+        out.append({"port": int(probe_port), "expect": len(hosts) - 1})
+    return out
+
+
+def unreachable_message(me, target, failure, port_var="vllm_server_multinode_master_port",
+                        probe_var="preflight_group_probe_port"):
+    """One line for a port ``me`` could not reach: the host, the port, what it is for and the fix."""
+    what = ("the master port vLLM's ranks rendezvous on (%s)" % port_var if target["kind"] == "master"
+            else "the probe port standing for the TCP connections NCCL opens between the hosts (%s)" % probe_var)
+    why = str(failure or "")
+    if "refused" in why.lower():
+        cause = "the connection was refused (a firewall rejects it, or something else answers there)"
+    elif "timeout" in why.lower() or "timed out" in why.lower():
+        cause = "no answer within the timeout (a firewall drops it, or the address is not the one %s listens on)" \
+                % target["host"]
+    else:
+        cause = why or "it could not be reached"
+    return ("%s cannot reach %s:%d on %s (%s): %s. Open TCP %d from %s to %s (e.g. `ufw allow from <%s's address> "
+            "to any port %d proto tcp`, or `firewall-cmd --add-rich-rule` / a security-group rule), or give the "
+            "group a network where its hosts reach each other on all TCP ports."
+            % (me, target["address"], target["port"], target["host"], what, cause, target["port"], me,
+               target["host"], me, target["port"]))
+
+
+def group_network_problems(facts_by_host):
+    """What only the whole group shows, from every host's network_facts ({host: network_facts}): ``problems``, the
+    MTU mismatches on the interfaces the group's traffic takes; ``warnings``, hosts that would use different data
+    paths (RDMA on one, TCP sockets on another: NCCL then uses sockets between them all)."""
+    mtus = {h: {"ifname": f.get("nccl_socket_ifname"), "mtu": f.get("mtu")}
+            for h, f in (facts_by_host or {}).items() if f}
+    rdma = {h: f.get("rdma") for h, f in (facts_by_host or {}).items() if f}
+    return {"problems": mtu_problems(mtus), "warnings": group_rdma_problems(rdma)}
+
+
+def group_addresses(hosts, hostvars):
+    """{host: the address the other hosts reach it at}: its ansible_host, else its inventory name."""
+    out = {}
+    for h in hosts or []:
+        hv = hostvars[h] if h in hostvars else {}
+        addr = hv.get("ansible_host") if hasattr(hv, "get") else None
+        out[str(h)] = str(addr or h)
+    return out

@@ -34,6 +34,10 @@ options:
     description: The variable a user sets to choose the interface, named in the messages.
     type: str
     default: llmfleet_nccl_socket_ifname
+  check_rdma:
+    description: Warn when NCCL would use TCP sockets (no usable RDMA port, no GPUDirect RDMA); false for the CPU engine.
+    type: bool
+    default: true
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -117,6 +121,7 @@ def main():
             peers=dict(type="list", elements="str", default=[]),
             nccl_socket_ifname=dict(type="str", default="auto"),
             ifname_var=dict(type="str", default="llmfleet_nccl_socket_ifname"),
+            check_rdma=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -152,7 +157,10 @@ def main():
         routes=routes, nccl_socket_ifname=ifname, address=srcs[0] if len(srcs) == 1 else None,
         mtu=(interfaces.get(ifname) or {}).get("mtu") if ifname else None,
         interfaces=interfaces, rdma=rdma, container_rdma=container_rdma_options(rdma),
-        problems=problems, warnings=choice["warnings"] + ["%s: %s" % (host, w) for w in rdma["warnings"]])
+        problems=problems, warnings=choice["warnings"] + (["%s: %s" % (host, w) for w in rdma["warnings"]]
+                                                          if p["check_rdma"] else []))
+    for w in facts["warnings"]:
+        module.warn(w)
     module.exit_json(changed=False, network_facts=facts)
 
 

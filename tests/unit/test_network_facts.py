@@ -131,3 +131,61 @@ def test_hosts_on_different_data_paths():
     assert N.group_rdma_problems({"a": facts("ib-gdr"), "b": facts("ib-gdr")}) == []
     p = N.group_rdma_problems({"a": facts("ib-gdr"), "b": facts("ethernet-only")})
     assert "ib_gdr: a; socket: b" in p[0]
+
+
+# --- the group: ports, listeners, messages, group-wide problems ---------------------------------------------------
+
+GROUP = ["gpu-a", "gpu-b", "gpu-c"]
+ADDR = {"gpu-a": "10.20.0.11", "gpu-b": "10.20.0.12", "gpu-c": "10.20.0.13"}
+
+
+def test_the_leader_is_reached_on_its_master_port_and_every_host_on_the_probe_port():
+    assert N.group_port_targets(GROUP, "gpu-b", ADDR, [29500], 29599) == [
+        {"host": "gpu-a", "address": "10.20.0.11", "port": 29500, "kind": "master"},
+        {"host": "gpu-a", "address": "10.20.0.11", "port": 29599, "kind": "probe"},
+        {"host": "gpu-c", "address": "10.20.0.13", "port": 29599, "kind": "probe"}]
+    leader = N.group_port_targets(GROUP, "gpu-a", ADDR, [29500], 0)
+    assert leader == []                                   # the leader reaches no master port; probe skipped
+    assert N.group_port_targets(["gpu-a"], "gpu-a", ADDR, [29500], 29599) == []
+    assert N.group_port_targets(GROUP, "elsewhere", ADDR, [29500], 29599) == []
+
+
+def test_who_listens_on_what_and_how_many_connections_it_waits_for():
+    assert N.listen_ports(GROUP, "gpu-a", [29500], 29599) == [{"port": 29500, "expect": 2},
+                                                              {"port": 29599, "expect": 2}]
+    assert N.listen_ports(GROUP, "gpu-c", [29500], 29599) == [{"port": 29599, "expect": 2}]
+
+
+def test_an_unreachable_port_names_both_hosts_the_port_and_the_fix():
+    t = {"host": "gpu-a", "address": "10.20.0.11", "port": 29500, "kind": "master"}
+    m = N.unreachable_message("gpu-b", t, "Timeout when waiting for 10.20.0.11:29500")
+    assert m.startswith("gpu-b cannot reach 10.20.0.11:29500 on gpu-a (the master port")
+    assert "vllm_server_multinode_master_port" in m and "a firewall drops it" in m and "Open TCP 29500" in m
+    p = N.unreachable_message("gpu-b", dict(t, kind="probe", port=29599), "Connection refused")
+    assert "preflight_group_probe_port" in p and "refused" in p
+
+
+def test_group_problems_and_warnings():
+    same = {"a": {"nccl_socket_ifname": "ens1", "mtu": 9000, "rdma": facts("ib-gdr")},
+            "b": {"nccl_socket_ifname": "ens1", "mtu": 9000, "rdma": facts("ib-gdr")}}
+    assert N.group_network_problems(same) == {"problems": [], "warnings": []}
+    mixed = dict(same, b={"nccl_socket_ifname": "eth0", "mtu": 1500, "rdma": facts("ethernet-only")})
+    r = N.group_network_problems(mixed)
+    assert "b (eth0) MTU 1500; a (ens1) MTU 9000" in r["problems"][0]
+    assert "ib_gdr: a; socket: b" in r["warnings"][0]
+
+
+def test_addresses_are_ansible_host_else_the_inventory_name():
+    hv = {"gpu-a": {"ansible_host": "10.20.0.11"}, "gpu-b": {}}
+    assert N.group_addresses(["gpu-a", "gpu-b"], hv) == {"gpu-a": "10.20.0.11", "gpu-b": "gpu-b"}
+
+
+def test_the_filter_reads_wait_for_results_under_failed_when_false():
+    from ansible_collections.llmfleet.vllm.plugins.filter.preflight_network import llmfleet_group_unreachable
+    t = {"host": "gpu-a", "address": "10.20.0.11", "port": 29500, "kind": "master"}
+    results = [{"item": t, "state": "started", "port": 29500, "elapsed": 0, "failed": False},
+               {"item": dict(t, port=29599, kind="probe"), "msg": "Timeout when waiting for 10.20.0.11:29599",
+                "elapsed": 5, "failed": False},
+               {"item": t, "skipped": True}]
+    out = llmfleet_group_unreachable(results, "gpu-b")
+    assert len(out) == 1 and "10.20.0.11:29599" in out[0]
