@@ -112,6 +112,9 @@ CASES = [
          role_play("preflight"), PRE_CPU, {"llmfleet_model": "Qwen/Qwen9-Nonexistent"},
          ["Qwen/Qwen9-Nonexistent has no profile file", "could not be read from huggingface.co",
           "model_weights_endpoint", "Qwen/Qwen3.5-35B-A3B-FP8"]),
+    case("model-group-unknown", "llmfleet_model_group names no inventory group", role_play("preflight"), PRE_CPU,
+         {"llmfleet_model_group": "llama405b"},
+         ["llmfleet_model_group is llama405b, but the inventory has no such group", "unset llmfleet_model_group"]),
     case("max-model-len-above-limit", "context longer than the model's max_position_embeddings",
          role_play("preflight"), PRE_CPU, {"llmfleet_max_model_len": 10000000},
          ["max_model_len 10000000 exceeds the model's context"]),
@@ -609,6 +612,23 @@ def test_plan_honours_a_tensor_parallel_override():
                   env={}, absent=())
     run, missing, clean = check(params)
     record("plan-tensor-parallel-not-a-number", params, run, clean)
+    assert_refused(run, missing, params)
+
+
+def test_plan_yml_plans_a_model_across_hosts():
+    """#30: plan_hosts plans a model one host does not hold across the fewest hosts that do (TP inside a host,
+    PP across hosts); one host refuses it naming the host count; a host count that is no number is refused."""
+    hw = {"plan_hardware": ["1x RTX 4090"], "plan_models": ["Qwen/Qwen3.5-35B-A3B-FP8"]}
+    one = run_playbook(os.path.join(TOP, "playbooks", "plan.yml"), LOCALHOST, extravars=hw)
+    four = run_playbook(os.path.join(TOP, "playbooks", "plan.yml"), LOCALHOST, extravars=dict(hw, plan_hosts=4))
+    assert one.status == four.status == "successful", four.message
+    assert "Use 2 hosts like this one" in one.stdout or "Use 2 GPUs like these" in one.stdout, one.stdout[-2000:]
+    assert "| 4 x (1x RTX 4090) | Qwen/Qwen3.5-35B-A3B-FP8 | yes | 1 x TP1 x PP" in four.stdout, four.stdout[-2000:]
+    params = dict(play=os.path.join(TOP, "playbooks", "plan.yml"), what="plan.yml with a host count that is no number",
+                  vars=dict(hw, plan_hosts="two"), fragments=["plan_hosts must be a whole number", "two"],
+                  env={}, absent=())
+    run, missing, clean = check(params)
+    record("plan-hosts-not-a-number", params, run, clean)
     assert_refused(run, missing, params)
 
 
