@@ -108,7 +108,7 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
         if r and r["fits"]:
             out.append({"set": {"features": {"text_only": True}}, "text": "Serve text only (--language-model-only)."})
     # 7. more GPUs like these (NVLink-connected only if these have NVLink)
-    if inputs["accelerator"] == "gpu" and gpu_facts and gpu_facts.get("gpus"):
+    if inputs["accelerator"] == "gpu" and isinstance(gpu_facts, dict) and gpu_facts.get("gpus"):
         from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
         g0 = min(gpu_facts["gpus"], key=lambda g: g["memory_total_mib"])
         has_nv = any(nvlink_count(link["type"]) for link in gpu_facts.get("links") or [])

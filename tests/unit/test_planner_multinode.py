@@ -179,6 +179,9 @@ def test_not_even_all_hosts_hold_it():
     p = P.plan(tiny, L405, max_model_len=32768, hosts=2)
     assert not p["fits"]
     assert any("Across all 2 hosts" in r for r in p["reasons"])
+    # the group's own gpu_facts (a list): the same answer, and no "more hosts like this one" to offer
+    listed = P.plan([tiny, tiny], L405, max_model_len=32768)
+    assert not listed["fits"] and not any("hosts like this one" in s["text"] for s in listed["suggestions"])
 
 
 def test_forced_settings_across_hosts():
