@@ -39,6 +39,7 @@ author:
 extends_documentation_fragment:
   - llmfleet.vllm.attributes
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
   check_mode:
     support: full
