@@ -77,7 +77,7 @@ def host_facts(gpu_facts, hosts=None):
         if not 1 <= hosts <= MAX_HOSTS:
             raise PlanError("hosts must be between 1 and %d, got %d" % (MAX_HOSTS, hosts))
     if isinstance(gpu_facts, (list, tuple)):
-        facts = [f for f in gpu_facts]
+        facts = list(gpu_facts)
         if not facts:
             raise PlanError("gpu_facts is an empty list: give one host's gpu_facts, or one per host of the group")
         bad = [i for i, f in enumerate(facts) if not isinstance(f, dict) or not f.get("gpus")]

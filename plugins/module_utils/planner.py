@@ -780,8 +780,8 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
         if t > 1 else None,
         unused_gpus=[i for i in opt["topos"][0][2] if i not in opt["groups"][0]],
         features=enabled, reasons=reasons, vllm_args=args, stages=[_stage_row(s, t) for s in stages],
-        layout="1 x TP%d x PP%d%s%s over %d hosts" % (t, n, " EP" if ep else "",
-                                                   "" if t == 1 else (" NVLink" if opt["nvlink"] else " PCIe"), n),
+        layout="1 x TP%d x PP%d%s%s over %d hosts" % (
+            t, n, " EP" if ep else "", "" if t == 1 else (" NVLink" if opt["nvlink"] else " PCIe"), n),
     )
     return out
 

@@ -78,10 +78,9 @@ def _read(name):
 
 def test_routes_in_both_of_iproute2s_formats():
     assert N.parse_route_get(_read("ip_route_get.json")) == {"dev": "ens1f0np0", "src": "10.20.0.11", "gateway": None}
-    assert N.parse_route_get(_read("ip_route_get_gw.json")) == {"dev": "eno1", "src": "10.20.0.11",
-                                                                 "gateway": "10.20.0.1"}
-    assert N.parse_route_get(_read("ip_route_get.txt")) == {"dev": "eno1", "src": "10.20.0.11",
-                                                             "gateway": "10.20.0.1"}
+    via_gateway = {"dev": "eno1", "src": "10.20.0.11", "gateway": "10.20.0.1"}
+    assert N.parse_route_get(_read("ip_route_get_gw.json")) == via_gateway
+    assert N.parse_route_get(_read("ip_route_get.txt")) == via_gateway
     with pytest.raises(N.NetworkFactsError, match="Network is unreachable"):
         N.parse_route_get("RTNETLINK answers: Network is unreachable")
 

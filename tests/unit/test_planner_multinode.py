@@ -19,7 +19,6 @@ CAT = load_catalogue()
 H100X8 = annotate_gpu_facts(gpu_facts_from_spec("8x H100 SXM", CAT), CAT)
 
 
-
 def config_profile(name):
     with open(os.path.join(ROOT, "tests", "fixtures", "model_configs", name + ".json")) as fh:
         config = json.load(fh)
@@ -104,8 +103,8 @@ def test_one_host_refuses_with_the_host_count_and_two_hosts_fit(profile, tp, lay
     one = P.plan(H100X8, profile, max_model_len=32768)
     assert not one["fits"] and one["nodes"] == 1 and one["pipeline_parallel_size"] == 1
     assert one["suggestions"][0]["set"] == {"hosts": 2}
-    assert one["suggestions"][0]["text"].startswith("Use 2 hosts like this one (8x NVIDIA H100 80GB HBM3): fits as "
-                                                     "1 x TP%d x PP2" % tp)
+    want = "Use 2 hosts like this one (8x NVIDIA H100 80GB HBM3): fits as 1 x TP%d x PP2" % tp
+    assert one["suggestions"][0]["text"].startswith(want)
     two = P.plan(H100X8, profile, max_model_len=32768, hosts=2)
     assert two["fits"]
     assert (two["nodes"], two["tensor_parallel_size"], two["pipeline_parallel_size"], two["data_parallel_size"]) \
