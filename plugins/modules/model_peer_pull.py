@@ -18,7 +18,7 @@ description:
   - Writes O(manifest) (the controller's sizes and sha256, from M(llmfleet.vllm.model_manifest)) into the staging
     directory next to O(dest) as the marker M(llmfleet.vllm.model_fetch) reads there, then pulls the files still
     missing from O(peers), in order, with C(rsync --partial) (a transfer cut off by a peer that dies is continued
-    by the next peer). It verifies nothing itself and places nothing: M(llmfleet.vllm.model_fetch) with
+    by the next peer). It verifies nothing itself and places nothing; M(llmfleet.vllm.model_fetch) with
     C(source=local) and C(local_path) the staging directory then checks every file against the controller's
     sha256 and renames the directory into place.
   - With no O(peers) it only writes the marker (the host that received the upload from the controller).
