@@ -247,6 +247,47 @@ def test_a_rerun_of_the_weights_changes_nothing_and_downloads_nothing():
         assert on(host, "systemctl is-active llmfleet-weights-rsyncd.service", check=False).stdout.strip() != "active"
 
 
+@pytest.mark.skipif(not HUB_MODEL_DIR, reason="needs the test bed's tiny model")
+def test_a_controller_upload_goes_to_one_host_and_spreads_over_the_lan():
+    """model_weights_source: local from the controller, peer transfer on: the controller uploads to one host, the
+    other pulls it from that host over the LAN and verifies it against the controller's sha256; a re-run changes
+    nothing."""
+    dest = "/srv/llmfleet/models/uploaded-tiny"
+    extra = json.dumps({"model_weights_source": "local", "model_weights_local_path": HUB_MODEL_DIR,
+                        "model_weights_dir": dest})
+    try:
+        result = playbook("model.yml", "--tags", "model_weights", "-e", extra)
+        record("upload_fanout", {"rc": result.returncode, "seconds": result.seconds})
+        assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+        where = dict(re.findall(r'ok: \[(\S+)\] => \{\s*"msg": "%s: (uploaded from the controller|from peers in round 1)'
+                                % re.escape(dest), result.stdout))
+        assert sorted(where.values()) == ["from peers in round 1", "uploaded from the controller"], result.stdout[-6000:]
+        seed = [h for h, w in where.items() if w.startswith("uploaded")][0]
+        puller = [h for h in GPUS if h != seed][0]
+        # Only the seed's upload tasks ran; the puller's report: every file from the seed, none from the controller.
+        assert re.search(r'ok: \[%s\] => \{\s*"msg": "%s: %d files \([0-9.]+ MiB\) from peers; %s: ok; verified against '
+                         r"the controller's manifest and placed" % (re.escape(puller), re.escape(dest),
+                                                                     len(published_sha256()), re.escape(seed)),
+                         result.stdout), result.stdout[-6000:]
+        journal = on(seed, "journalctl -u llmfleet-weights-rsyncd.service --no-pager -o cat", check=False).stdout
+        assert re.search(r"rsync (on|to) llmfleet-weights-uploaded-tiny-\S* from .*\(%s\)" % re.escape(address(puller)),
+                         journal), journal[-2000:]
+        expected = published_sha256()
+        for host in GPUS:
+            sums = on(host, "cd %s && sha256sum %s" % (dest, " ".join(sorted(expected)))).stdout
+            assert dict((line.split()[1], line.split()[0]) for line in sums.splitlines()) == expected, host
+            marker = json.loads(on(host, "cat %s/.llmfleet-weights.json" % dest).stdout)
+            assert marker["identity"]["origin"] == "controller:" + HUB_MODEL_DIR.rstrip("/"), marker["identity"]
+            assert on(host, "systemctl is-active llmfleet-weights-rsyncd.service", check=False).stdout.strip() != "active"
+        again = playbook("model.yml", "--tags", "model_weights", "-e", extra)
+        assert again.returncode == 0, again.stdout[-6000:]
+        for host in GPUS:
+            assert re.search(r"^%s\s*:\s*ok=\d+\s+changed=0\s" % re.escape(host), again.stdout, re.M), again.stdout[-3000:]
+    finally:
+        for host in GPUS:
+            on(host, "rm -rf %s /srv/llmfleet/models/.uploaded-tiny.*" % dest, check=False)
+
+
 def test_vllm_listens_on_loopback_and_the_edge_on_the_private_address():
     for host in GPUS:
         ip = address(host)
