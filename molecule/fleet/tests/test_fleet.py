@@ -265,10 +265,11 @@ def test_a_controller_upload_goes_to_one_host_and_spreads_over_the_lan():
         seed = [h for h, w in where.items() if w.startswith("uploaded")][0]
         puller = [h for h in GPUS if h != seed][0]
         # The puller's report: every file of the controller's directory from the seed, none from the controller.
-        assert re.search(r'ok: \[%s\] => \{\s*"msg": "%s: %d files \([0-9.]+ MiB\) from peers; %s: ok; verified against '
-                         r"the controller's manifest and placed" % (re.escape(puller), re.escape(dest),
-                                                                     len(os.listdir(HUB_MODEL_DIR)), re.escape(seed)),
-                         result.stdout), result.stdout[-6000:]
+        report = (r'ok: \[%s\] => \{\s*"msg": "%s: %d files \([0-9.]+ MiB\) from peers; %s: ok; verified against '
+                  r"the controller's manifest and placed")
+        files = len(os.listdir(HUB_MODEL_DIR))
+        assert re.search(report % (re.escape(puller), re.escape(dest), files, re.escape(seed)), result.stdout), \
+            result.stdout[-6000:]
         journal = on(seed, "journalctl -u llmfleet-weights-rsyncd.service --no-pager -o cat", check=False).stdout
         assert re.search(r"rsync (on|to) llmfleet-weights-uploaded-tiny-\S* from .*\(%s\)" % re.escape(address(puller)),
                          journal), journal[-2000:]
