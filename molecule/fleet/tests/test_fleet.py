@@ -6,6 +6,8 @@ each other (v1 -> v2 roll, broken roll, rollback to v2). Every request is sent t
 scenario's docker network. The numbers (requests sent / failed, seconds per host, targets up) are printed and
 written to .cache/fleet-report.json.
 """
+import datetime
+import hashlib
 import json
 import os
 import re
@@ -152,6 +154,139 @@ def record(key, value):
     with open(REPORT, "w") as handle:
         json.dump(RESULTS, handle, indent=2)
     print("%s: %s" % (key, json.dumps(value)))
+
+
+HUB_REPO = os.environ.get("LLMFLEET_TEST_HUB_REPO", "")
+HUB_COMMIT = os.environ.get("LLMFLEET_TEST_HUB_COMMIT", "")
+HUB_MODEL_DIR = os.environ.get("LLMFLEET_TEST_HUB_MODEL_DIR", "")
+WEIGHTS_DIR = "/srv/llmfleet/models/tiny-qwen3-moe"  # model_weights_dir in molecule.yml
+
+
+def hub_log_files():
+    """The test bed's Hugging Face mirror's (olah's) access logs: LLMFLEET_TEST_HF_MIRROR_LOG_DIR, else the
+    logs/ directory beside the test bed's wheelhouse (tests/testbed/up.d/50-hub-mirrors.sh starts olah there)."""
+    logs = os.environ.get("LLMFLEET_TEST_HF_MIRROR_LOG_DIR") or os.path.join(
+        os.path.dirname(os.environ.get("LLMFLEET_TEST_WHEELHOUSE", "")), "hub-mirrors", "logs")
+    return sorted(os.path.join(logs, n) for n in os.listdir(logs) if n.startswith("olah")) if os.path.isdir(logs) else []
+
+
+def started_at(container_name):
+    """The container's start, in seconds since the epoch."""
+    out = run("docker", "inspect", "--format", "{{.State.StartedAt}}", container_name).stdout.strip()
+    return datetime.datetime.strptime(out[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def hub_downloads(since):
+    """[(client address, path)] of every file the mirror sent (GET .../resolve/<commit>/<path>) since `since`
+    (olah logs in the machine's local time)."""
+    line = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) .*INFO: +([0-9.]+):\d+ - "GET /%s/resolve/%s/(\S+) HTTP'
+                      % (re.escape(HUB_REPO), re.escape(HUB_COMMIT)))
+    found = []
+    for path in hub_log_files():
+        with open(path, errors="replace") as handle:
+            for text in handle:
+                m = line.match(text)
+                if m and time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) >= since - 1:
+                    found.append((m.group(2), m.group(3)))
+    return found
+
+
+def published_sha256():
+    """{path: sha256} of the model as the test bed published it on the mirror (the hub's own files)."""
+    out = {}
+    for name in sorted(os.listdir(HUB_MODEL_DIR)):
+        full = os.path.join(HUB_MODEL_DIR, name)
+        if os.path.isfile(full) and not name.startswith("."):  # the test bed's stamp is not published
+            with open(full, "rb") as handle:
+                out[name] = hashlib.sha256(handle.read()).hexdigest()
+    return out
+
+
+@pytest.mark.skipif(not (HUB_REPO and HUB_COMMIT and HUB_MODEL_DIR), reason="needs the test bed's hub mirror")
+def test_the_fleet_took_the_weights_from_the_hub_once_and_every_host_verified_them():
+    """Peer transfer (docs/WEIGHTS_FLEET.md): one host downloaded each model file from the mirror, the other
+    pulled it over the LAN from that host; both hold exactly the published bytes, placed by the role."""
+    expected = published_sha256()
+    since = min(started_at(h) for h in GPUS)
+    addresses = {address(h): h for h in GPUS}
+    downloads = [(addresses[a], p) for a, p in hub_downloads(since) if a in addresses]
+    per_file = {p: sorted(h for h, q in downloads if q == p) for p in expected}
+    seeds = sorted(set(h for h, _p in downloads))
+    record("weights_from_hub", {"downloads": len(downloads), "hosts_downloading": seeds, "files": len(expected)})
+    assert hub_log_files(), "the mirror's access log was not found (LLMFLEET_TEST_HF_MIRROR_LOG_DIR)"
+    # Every file exactly once for the whole fleet, all by one host (the seed).
+    assert all(len(hosts) == 1 for hosts in per_file.values()), per_file
+    assert len(seeds) == 1, per_file
+    puller = [h for h in GPUS if h not in seeds][0]
+    # The seed's rsync daemon served the puller (its journal: one connection from the puller's address).
+    journal = on(seeds[0], "journalctl -u llmfleet-weights-rsyncd.service --no-pager -o cat", check=False).stdout
+    assert re.search(r"rsync (on|to) \S+ from .*\(%s\)" % re.escape(address(puller)), journal), journal[-2000:]
+    # ... and stopped once the transfers were done: nothing listens for peers now.
+    for host in GPUS:
+        assert on(host, "systemctl is-active llmfleet-weights-rsyncd.service", check=False).stdout.strip() != "active"
+    for host in GPUS:
+        sums = on(host, "cd %s && sha256sum %s" % (WEIGHTS_DIR, " ".join(sorted(expected)))).stdout
+        got = dict((line.split()[1], line.split()[0]) for line in sums.splitlines())
+        assert got == expected, (host, got)
+        marker = json.loads(on(host, "cat %s/.llmfleet-weights.json" % WEIGHTS_DIR).stdout)
+        assert marker["identity"]["commit"] == HUB_COMMIT, (host, marker["identity"])
+        assert sorted(m["path"] for m in marker["files"]) == sorted(expected), (host, marker["files"])
+
+
+@pytest.mark.skipif(not (HUB_REPO and HUB_COMMIT), reason="needs the test bed's hub mirror")
+def test_a_rerun_of_the_weights_changes_nothing_and_downloads_nothing():
+    since = time.time()
+    result = playbook("model.yml", "--tags", "model_weights")
+    record("weights_rerun", {"rc": result.returncode, "seconds": result.seconds})
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    for host in GPUS:
+        assert re.search(r"^%s\s*:\s*ok=\d+\s+changed=0\s" % re.escape(host), result.stdout, re.M), result.stdout[-3000:]
+    addresses = set(address(h) for h in GPUS)
+    assert [d for d in hub_downloads(since) if d[0] in addresses] == []
+    for host in GPUS:
+        assert on(host, "systemctl is-active llmfleet-weights-rsyncd.service", check=False).stdout.strip() != "active"
+
+
+@pytest.mark.skipif(not HUB_MODEL_DIR, reason="needs the test bed's tiny model")
+def test_a_controller_upload_goes_to_one_host_and_spreads_over_the_lan():
+    """model_weights_source: local from the controller, peer transfer on: the controller uploads to one host, the
+    other pulls it from that host over the LAN and verifies it against the controller's sha256; a re-run changes
+    nothing."""
+    dest = "/srv/llmfleet/models/uploaded-tiny"
+    extra = json.dumps({"model_weights_source": "local", "model_weights_local_path": HUB_MODEL_DIR,
+                        "model_weights_dir": dest})
+    try:
+        result = playbook("model.yml", "--tags", "model_weights", "-e", extra)
+        record("upload_fanout", {"rc": result.returncode, "seconds": result.seconds})
+        assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+        where = dict(re.findall(r'ok: \[(\S+)\] => \{\s*"msg": "%s: (uploaded from the controller|from peers in round 1)'
+                                % re.escape(dest), result.stdout))
+        assert sorted(where.values()) == ["from peers in round 1", "uploaded from the controller"], result.stdout[-6000:]
+        seed = [h for h, w in where.items() if w.startswith("uploaded")][0]
+        puller = [h for h in GPUS if h != seed][0]
+        # The puller's report: every file of the controller's directory from the seed, none from the controller.
+        report = (r'ok: \[%s\] => \{\s*"msg": "%s: %d files \([0-9.]+ MiB\) from peers; %s: ok; verified against '
+                  r"the controller's manifest and placed")
+        files = len(os.listdir(HUB_MODEL_DIR))
+        assert re.search(report % (re.escape(puller), re.escape(dest), files, re.escape(seed)), result.stdout), \
+            result.stdout[-6000:]
+        journal = on(seed, "journalctl -u llmfleet-weights-rsyncd.service --no-pager -o cat", check=False).stdout
+        assert re.search(r"rsync (on|to) llmfleet-weights-uploaded-tiny-\S* from .*\(%s\)" % re.escape(address(puller)),
+                         journal), journal[-2000:]
+        expected = published_sha256()
+        for host in GPUS:
+            sums = on(host, "cd %s && sha256sum %s" % (dest, " ".join(sorted(expected)))).stdout
+            assert dict((line.split()[1], line.split()[0]) for line in sums.splitlines()) == expected, host
+            marker = json.loads(on(host, "cat %s/.llmfleet-weights.json" % dest).stdout)
+            assert marker["identity"]["origin"] == "controller:" + HUB_MODEL_DIR.rstrip("/"), marker["identity"]
+            assert on(host, "systemctl is-active llmfleet-weights-rsyncd.service", check=False).stdout.strip() != "active"
+        again = playbook("model.yml", "--tags", "model_weights", "-e", extra)
+        assert again.returncode == 0, again.stdout[-6000:]
+        for host in GPUS:
+            assert re.search(r"^%s\s*:\s*ok=\d+\s+changed=0\s" % re.escape(host), again.stdout, re.M), again.stdout[-3000:]
+    finally:
+        for host in GPUS:
+            on(host, "rm -rf %s /srv/llmfleet/models/.uploaded-tiny.*" % dest, check=False)
 
 
 def test_vllm_listens_on_loopback_and_the_edge_on_the_private_address():

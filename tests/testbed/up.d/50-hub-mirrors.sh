@@ -6,7 +6,8 @@
 #   Molecule hosts (pip inside a container cannot verify TLS here; air-gapped hosts work the same way).
 # Idempotent: a second run reuses the repo, the wheels and servers that still answer.
 # Appends: LLMFLEET_TEST_HUB_REPO, LLMFLEET_TEST_HUB_COMMIT, LLMFLEET_TEST_HUB_MODEL_DIR,
-#   LLMFLEET_TEST_HF_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_MS_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_WHEELHOUSE.
+#   LLMFLEET_TEST_HF_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_MS_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_WHEELHOUSE,
+#   LLMFLEET_TEST_HF_MIRROR_LOG_DIR (olah's access logs: the fleet scenario counts what the hosts downloaded).
 # testbed-needs: 40-tiny-model venv
 set -euo pipefail
 env_file=${1:?usage: 50-hub-mirrors.sh ENV_FILE}
@@ -88,4 +89,5 @@ fi
   echo "LLMFLEET_TEST_MS_ENDPOINT=http://127.0.0.1:$ms_port"
   echo "LLMFLEET_TEST_MS_ENDPOINT_FROM_HOSTS=http://$bridge:$ms_port"
   echo "LLMFLEET_TEST_WHEELHOUSE=$wheels"
+  echo "LLMFLEET_TEST_HF_MIRROR_LOG_DIR=$state/logs"
 } >> "$env_file"
