@@ -9,7 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions, fleet
+from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet
 
 
 def fleet_backends(members):
@@ -53,11 +53,6 @@ def llmfleet_address_scope(address):
     return fleet.address_scope(address)
 
 
-def llmfleet_reach_address(bind_address):
-    """Where this host reaches a service bound to bind_address: loopback for a wildcard address, else itself."""
-    return conventions.reach_address(bind_address)
-
-
 def _host_vars(hostvars, host):
     """The variables of host that host_address reads (hostvars templates each one on access)."""
     try:
@@ -93,7 +88,6 @@ class FilterModule(object):
             "fleet_address_port": fleet_address_port,
             "fleet_server_name_for": fleet_server_name_for,
             "address_scope": llmfleet_address_scope,
-            "reach_address": llmfleet_reach_address,
             "fleet_addresses": fleet_addresses,
             "fleet_members": fleet_members,
         }

@@ -64,6 +64,7 @@ def test_one_address_scope_rule(address, scope):
 
 
 @pytest.mark.parametrize("bind,reach", [("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("[::]", "127.0.0.1"),
+                                        ("*", "127.0.0.1"), ("0:0:0:0:0:0:0:0", "127.0.0.1"),
                                         ("10.0.0.7", "10.0.0.7"), ("127.0.0.1", "127.0.0.1")])
 def test_a_wildcard_bind_is_reached_over_loopback(bind, reach):
     assert CV.reach_address(bind) == reach
