@@ -15,10 +15,8 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions a
 
 
 def accelerator(value):
-    """llmfleet_accelerator as set, or the collection's default when it is not (None or empty)."""
-    if value is None or (isinstance(value, str) and value == ""):
-        return CV.DEFAULT_ACCELERATOR
-    return value
+    """llmfleet_accelerator as set, or the collection's default when it is not set (None)."""
+    return CV.DEFAULT_ACCELERATOR if value is None else value
 
 
 def reach_address(bind_address):
