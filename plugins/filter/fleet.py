@@ -53,6 +53,31 @@ def llmfleet_address_scope(address):
     return fleet.address_scope(address)
 
 
+def _host_vars(hostvars, host):
+    """The variables of host that host_address reads (hostvars templates each one on access)."""
+    try:
+        found = hostvars[host]
+    except KeyError:
+        return {}
+    return dict((key, found[key]) for key in ("llmfleet_fleet_address", "ansible_facts", "ansible_host") if key in found)
+
+
+def fleet_addresses(hosts, hostvars, fallback=True):
+    """{host: the address other hosts reach it by} (module_utils.fleet.host_address)."""
+    return dict((host, fleet.host_address(_host_vars(hostvars, host), host, bool(fallback))) for host in hosts or [])
+
+
+def fleet_members(results, hostvars):
+    """[{host, address, serving}] from a looped slurp of each serving host's serving.json."""
+    if not isinstance(results, list):
+        raise AnsibleFilterError("fleet_members expects the results of a looped slurp, got %s" % type(results).__name__)
+    hosts = [r.get("item") for r in results if isinstance(r, dict)]
+    try:
+        return fleet.serving_members(results, fleet_addresses(hosts, hostvars, fallback=False))
+    except ValueError as exc:
+        raise AnsibleFilterError("fleet_members: a serving.json that is not JSON: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -63,4 +88,6 @@ class FilterModule(object):
             "fleet_address_port": fleet_address_port,
             "fleet_server_name_for": fleet_server_name_for,
             "address_scope": llmfleet_address_scope,
+            "fleet_addresses": fleet_addresses,
+            "fleet_members": fleet_members,
         }

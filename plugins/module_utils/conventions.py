@@ -82,4 +82,4 @@ def address_scope(address):
 
 def reach_address(bind):
     """The address this host dials for a service bound to bind: loopback for a wildcard, else bind itself."""
-    return LOCAL_REACH if str(bind if bind is not None else "").strip() in WILDCARD else bind
+    return LOCAL_REACH if address_scope(bind) == "wildcard" else bind

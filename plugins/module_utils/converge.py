@@ -26,6 +26,8 @@ import calendar
 import ipaddress
 import re
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions as CV
+
 _DOCKER_TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
 
@@ -58,7 +60,7 @@ def listening_sockets(text):
     return set((addr, port) for addr, port, _unused in listening_entries(text))
 
 
-def unit_of_cgroup(text, units_prefixes=("llmfleet-edge.service", "llmfleet-vllm@")):
+def unit_of_cgroup(text, units_prefixes=(CV.EDGE_UNIT, CV.REPLICA_UNIT_PREFIX)):
     """The collection's systemd unit a process belongs to, from /proc/<pid>/cgroup text; None when not ours."""
     for line in str(text or "").splitlines():
         for part in line.rsplit(":", 1)[-1].split("/"):
@@ -85,7 +87,8 @@ def listening_ports(text):
     return set(port for _unused, port in listening_sockets(text))
 
 
-WILDCARDS = ("0.0.0.0", "::", "0:0:0:0:0:0:0:0", "")
+# Every spelling of "every address" (module_utils/conventions.py).
+WILDCARDS = CV.WILDCARD
 
 
 def conflicts(bind_address, listener_address):
@@ -123,7 +126,7 @@ def published_ports(ports):
     return out
 
 
-def port_holder(port, replica_name, listening, ours, container_prefix="llmfleet-vllm-", bind_address="0.0.0.0",
+def port_holder(port, replica_name, listening, ours, container_prefix=CV.REPLICA_CONTAINER_PREFIX, bind_address="0.0.0.0",
                 owners=None):
     """Who holds port: None, 'self', the name of another of our containers or units, or 'other'.
 

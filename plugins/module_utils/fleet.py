@@ -12,12 +12,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import csv
-import ipaddress
+import json
 import re
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
-WILDCARD = ("0.0.0.0", "::", "[::]", "")
+from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions as CV
+
+# The address scopes are the collection's conventions (module_utils/conventions.py).
+LOOPBACK = CV.LOOPBACK
+WILDCARD = CV.WILDCARD
+address_scope = CV.address_scope
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.:-]")
 _URL = re.compile(r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:]+\]|[^/:]+)(?::(?P<port>\d+))?(?P<path>/.*)?$")
 
@@ -63,29 +68,6 @@ def _replica_address(member, index, replica):
             "%s: replica %s has no address other hosts can reach: set vllm_server_bind_address to the "
             "host's private address, or llmfleet_fleet_address for the host." % (member["host"], replica.get("name")))
     return address
-
-
-def address_scope(address):
-    """Who can reach a listening address: 'loopback', 'private', 'wildcard', 'public', or 'name' (a host name).
-
-    private covers RFC 1918, carrier-grade NAT, IPv6 unique-local and link-local: networks a site keeps to itself.
-    """
-    text = str(address or "").strip().strip("[]")
-    if text in WILDCARD or text == "*":
-        return "wildcard"
-    if text == "localhost":
-        return "loopback"
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return "name"
-    if ip.is_unspecified:
-        return "wildcard"
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_private or ip.is_link_local or ip in ipaddress.ip_network("100.64.0.0/10"):
-        return "private"
-    return "public"
 
 
 def _exposed(serving, index):
@@ -188,3 +170,33 @@ def haproxy_servers(text, backend):
             result[row["svname"]] = {"status": row.get("status", ""), "scur": int(row.get("scur") or 0),
                                      "check_status": row.get("check_status", "")}
     return result
+
+
+# ---- who the serving hosts are, from what the balancer / monitoring play read of them --------------------------
+
+def host_address(host_vars, host, fallback=False):
+    """The address other hosts reach host by: llmfleet_fleet_address when set, else the fact default_ipv4.address;
+    else, with fallback, ansible_host or the inventory name (else ''). host_vars: that host's variables."""
+    host_vars = host_vars or {}
+    if "llmfleet_fleet_address" in host_vars:
+        return host_vars["llmfleet_fleet_address"]
+    facts = host_vars.get("ansible_facts") or {}
+    address = (facts.get("default_ipv4") or {}).get("address") if isinstance(facts, dict) else None
+    if address is not None:
+        return address
+    if not fallback:
+        return ""
+    return host_vars["ansible_host"] if "ansible_host" in host_vars else host
+
+
+def serving_members(results, addresses):
+    """[{host, address, serving}] from the results of slurping each serving host's serving.json (results: a looped
+    slurp's results, item = the host; a host whose file could not be read serves nothing, {}). addresses: {host:
+    address}."""
+    members = []
+    for result in results or []:
+        host = result.get("item")
+        content = result.get("content")
+        serving = json.loads(base64.b64decode(content).decode("utf-8")) if content is not None else {}
+        members.append({"host": host, "address": (addresses or {}).get(host, ""), "serving": serving})
+    return members

@@ -29,6 +29,7 @@ import difflib
 import json
 import re
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions as CV
 from ansible_collections.llmfleet.vllm.plugins.module_utils import image_ref as IR
 from ansible_collections.llmfleet.vllm.plugins.module_utils.diagnostics import ENV_TO_FLAG
 from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import VllmArgsError, render_vllm_args
@@ -47,8 +48,9 @@ JSON_FLAGS = frozenset((
 ))
 
 _OPTION_LINE = re.compile(r"^  (--[A-Za-z0-9][\w.\-]*)")
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+# The file names that make a model directory (module_utils/conventions.py).
+_TOKENIZER_FILES = CV.TOKENIZER_FILES
+_WEIGHT_SUFFIXES = CV.WEIGHT_SUFFIXES
 
 
 def _show(value):
@@ -202,11 +204,11 @@ def model_dir_problems(names, index=None, where="the model directory", check_tok
     model.safetensors.index.json (None when there is none)."""
     names = set(names or [])
     missing = []
-    if "config.json" not in names:
-        missing.append("config.json")
+    if CV.CONFIG_FILE not in names:
+        missing.append(CV.CONFIG_FILE)
     if check_tokenizer:
-        if "tokenizer_config.json" not in names:
-            missing.append("tokenizer_config.json")
+        if CV.TOKENIZER_CONFIG_FILE not in names:
+            missing.append(CV.TOKENIZER_CONFIG_FILE)
         if not names.intersection(_TOKENIZER_FILES) and not any(n.endswith(".tiktoken") for n in names):
             missing.append("a tokenizer file (one of %s)" % ", ".join(_TOKENIZER_FILES))
     if index is not None:

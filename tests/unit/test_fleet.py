@@ -132,3 +132,35 @@ def test_replicas_behind_an_edge_are_not_exposed():
     assert (backend["address"], backend["port"], backend["exposed"]) == ("10.0.0.5", 8000, False)
     members[0]["serving"]["edge"] = False
     assert fleet.fleet_backends(members)[0]["exposed"] is True
+
+
+# ---- the serving hosts as the balancer / monitoring play reads them (fleet_members, fleet_addresses) -----------
+
+def test_a_host_is_reached_by_its_fleet_address_then_its_default_ipv4_address():
+    from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet as FL
+    facts = {"ansible_facts": {"default_ipv4": {"address": "10.0.0.3"}}}
+    assert FL.host_address(dict(facts, llmfleet_fleet_address="10.9.9.9"), "h") == "10.9.9.9"
+    assert FL.host_address(facts, "h") == "10.0.0.3"
+    assert FL.host_address({"ansible_host": "10.0.0.2"}, "h") == ""
+    # With fallback (monitoring's scrape targets): ansible_host, then the inventory name.
+    assert FL.host_address({"ansible_host": "10.0.0.2"}, "h", fallback=True) == "10.0.0.2"
+    assert FL.host_address({}, "gpu-07", fallback=True) == "gpu-07"
+
+
+def test_serving_members_decode_each_hosts_serving_json_and_an_unread_one_serves_nothing():
+    import base64
+    import json
+    from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet as FL
+    doc = {"edge": True, "replicas": [{"name": "0", "port": 8000}]}
+    results = [{"item": "h1", "content": base64.b64encode(json.dumps(doc).encode()).decode()},
+               {"item": "h2", "failed": True}]
+    assert FL.serving_members(results, {"h1": "10.0.0.1"}) == [
+        {"host": "h1", "address": "10.0.0.1", "serving": doc}, {"host": "h2", "address": "", "serving": {}}]
+
+
+def test_the_fleet_filters_read_hostvars():
+    from ansible_collections.llmfleet.vllm.plugins.filter.fleet import FilterModule
+    filters = FilterModule().filters()
+    hostvars = {"h1": {"llmfleet_fleet_address": "10.0.0.1", "other": "x"}, "h2": {"ansible_host": "10.0.0.2"}}
+    assert filters["fleet_addresses"](["h1", "h2", "h3"], hostvars) == {"h1": "10.0.0.1", "h2": "10.0.0.2", "h3": "h3"}
+    assert filters["fleet_members"]([{"item": "h2"}], hostvars) == [{"host": "h2", "address": "", "serving": {}}]

@@ -64,6 +64,7 @@ def test_one_address_scope_rule(address, scope):
 
 
 @pytest.mark.parametrize("bind,reach", [("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("[::]", "127.0.0.1"),
+                                        ("*", "127.0.0.1"), ("0:0:0:0:0:0:0:0", "127.0.0.1"),
                                         ("10.0.0.7", "10.0.0.7"), ("127.0.0.1", "127.0.0.1")])
 def test_a_wildcard_bind_is_reached_over_loopback(bind, reach):
     assert CV.reach_address(bind) == reach
@@ -72,3 +73,12 @@ def test_a_wildcard_bind_is_reached_over_loopback(bind, reach):
 def test_unit_and_container_names():
     assert CV.replica_unit("0") == "llmfleet-vllm@0.service"
     assert CV.replica_container(1) == "llmfleet-vllm-1"
+
+
+def test_the_accelerator_default_is_the_conventions_one_and_a_set_value_stays():
+    from ansible_collections.llmfleet.vllm.plugins.filter.conventions import FilterModule as Conventions
+    accelerator = Conventions().filters()["accelerator"]
+    assert accelerator(None) == CV.DEFAULT_ACCELERATOR == "gpu"
+    assert accelerator("cpu") == "cpu"
+    # Not set is not the same as set to something preflight refuses: that stays as it is.
+    assert accelerator("") == ""
