@@ -87,7 +87,7 @@ options:
     description:
       - KV cache budget of the CPU engine (C(--kv-cache-memory-bytes)), needed with accelerator cpu.
       - On a GPU, only for a model whose architecture or layer types the planner does not understand (it refuses
-        them otherwise): vLLM's C(--kv-cache-memory-bytes), bytes of KV cache per GPU, set by hand. The model is
+        them otherwise) - vLLM's C(--kv-cache-memory-bytes), bytes of KV cache per GPU, set by hand. The model is
         then planned with these bytes and the weights from its safetensors index (or I(weights_bytes)); the plan
         says C(verified=false), what was not understood, and leaves the KV tokens and concurrency to vLLM.
       - A model the planner understands is refused with it on a GPU (the planner sizes its KV cache itself).
