@@ -131,3 +131,20 @@ def test_the_boot_check_compares_the_kv_memory_alone():
     cmp_ = compare_with_plan(boot, p)
     assert cmp_["ok"] is True
     assert compare_with_plan(dict(boot, available_kv_cache_gib=0.5), p)["ok"] is False
+
+
+# ---- the test bed's tiny architectures on the vLLM CPU engine (tests/fixtures/testbed/README.md) ----------------
+
+TESTBED = os.path.join(os.path.dirname(__file__), "..", "fixtures", "testbed")
+
+
+@pytest.mark.parametrize("name, tokens, concurrency", [("tiny-llama", 65536, 32.0), ("tiny-gemma3", 41527, 20.28)])
+def test_the_cpu_plan_matches_what_vllm_cpu_logged(name, tokens, concurrency):
+    """vLLM's CPU engine takes 128-token blocks (16 at 16 would plan 43,408 tokens for the sliding-window model)."""
+    from ansible_collections.llmfleet.vllm.plugins.module_utils import planner as P
+
+    with open(os.path.join(TESTBED, name + ".config.json")) as fh:
+        cfg = json.load(fh)
+    prof = M.profile_from_model_dir(cfg, weights_bytes=3 << 20, name=name)
+    p = P.plan(None, prof, accelerator="cpu", kv_cache_memory_bytes=64 << 20, max_model_len=2048)
+    assert (p["kv_cache_tokens"], p["max_concurrency"], p["kv_cache_block_size"]) == (tokens, concurrency, 128)
