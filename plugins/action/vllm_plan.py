@@ -14,8 +14,10 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.llmfleet.vllm.plugins.module_utils import hub_metadata as H
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu_catalogue import (
     CatalogueError, annotate_gpu_facts, load_catalogue)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.kv_by_hand import plan_by_hand
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import (
-    ProfileError, load_profiles, match_profile, normalize_config, profile_from_model_dir, read_model_dir)
+    NotModelledError, ProfileError, load_profiles, match_profile, normalize_config, profile_from_model_dir,
+    read_model_dir, weights_from_index)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.planner import PlanError, TABLE_HEADER, plan, table_row
 from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
 from ansible_collections.llmfleet.vllm.plugins.modules.vllm_plan import ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE
@@ -31,13 +33,41 @@ def _load_all(extra_dirs):
     return profiles
 
 
+def _understood(config, where, index=None, weights_bytes=None, hub_metadata=None):
+    """normalize_config, and on a model the planner does not model, the files a plan by hand needs (kv_by_hand)."""
+    try:
+        return normalize_config(config, where=where)
+    except NotModelledError as e:
+        e.model_files = {"config": config, "index": index, "weights_bytes": weights_bytes,
+                         "hub_metadata": hub_metadata}
+        raise
+
+
+def _plan_by_hand(args, facts, err):
+    """A model the planner does not understand, planned with the KV cache the user sized by hand (or refused with
+    the planner's message when none is set)."""
+    files = err.model_files
+    wb, source = files["weights_bytes"], "given"
+    if args.get("weights_bytes"):
+        wb = args["weights_bytes"]
+    elif files["index"]:
+        wb, source = weights_from_index(files["index"]), "model.safetensors.index.json"
+    elif wb:
+        source = "the hub's safetensors file sizes"
+    return plan_by_hand(facts, args["model"], files["config"], wb, args["kv_cache_memory_bytes"], str(err),
+                        accelerator=args["accelerator"], max_model_len=args["max_model_len"],
+                        max_num_seqs=args["max_num_seqs"], gpu_memory_utilization=args["gpu_memory_utilization"],
+                        tensor_parallel_size=args["tensor_parallel_size"], replicas=args["replicas"],
+                        features=args["features"], kv_cache_dtype=args["kv_cache_dtype"], weights_source=source)
+
+
 def _resolve_model(args, profiles):
     model = args["model"]
     known = profiles.get(model)
     if args.get("model_config") is not None:
-        arch = normalize_config(args["model_config"], where="model_config")
-        like = known or match_profile(profiles, arch)
         wb = args.get("weights_bytes") or (known["weights_bytes"] if known else None)
+        arch = _understood(args["model_config"], "model_config", weights_bytes=wb)
+        like = known or match_profile(profiles, arch)
         if wb is None:
             raise ProfileError("model_config given for %s, which is not a known profile: give weights_bytes too "
                                "(metadata.total_size of model.safetensors.index.json)" % model)
@@ -54,7 +84,7 @@ def _resolve_model(args, profiles):
     path = os.path.expanduser(model)
     if os.path.exists(path):
         config, index, wb = read_model_dir(path)
-        arch = normalize_config(config, where=path)
+        arch = _understood(config, path, index=index, weights_bytes=args.get("weights_bytes") or wb)
         return profile_from_model_dir(config, index=index, weights_bytes=args.get("weights_bytes") or wb,
                                       name=model, like=match_profile(profiles, arch))
     if H.looks_like_repo_id(model):
@@ -72,12 +102,14 @@ def _from_hub(args, model, profiles):
                                 args.get("hub_token"), args["metadata_cache_dir"])
     except H.HubMetadataError as e:
         raise H.HubMetadataError("%s (or name one of the profiles: %s)" % (e, ", ".join(sorted(profiles))))
-    arch = normalize_config(meta["config"], where="%s@%s config.json" % (model, meta["commit"]))
+    hub = {"source": args["hub_source"], "commit": meta["commit"], "cached": meta["cached"],
+           "path": meta["path"], "generation_config": meta.get("generation_config")}
     wb = args.get("weights_bytes") or (None if meta["index"] else meta.get("safetensors_bytes"))
+    arch = _understood(meta["config"], "%s@%s config.json" % (model, meta["commit"]), index=meta["index"],
+                       weights_bytes=wb, hub_metadata=hub)
     p = profile_from_model_dir(meta["config"], index=meta["index"], weights_bytes=wb, name=model,
                                like=match_profile(profiles, arch), count_weights=True)
-    p["hub_metadata"] = {"source": args["hub_source"], "commit": meta["commit"], "cached": meta["cached"],
-                         "path": meta["path"], "generation_config": meta.get("generation_config")}
+    p["hub_metadata"] = hub
     return p
 
 
@@ -145,14 +177,25 @@ class ActionModule(ActionBase):
             if args["accelerator"] == "cpu" and facts is not None and (isinstance(facts, list) or facts.get("gpus")):
                 raise PlanError("accelerator cpu plans for the vLLM CPU engine: drop gpu_facts / hardware")
             profiles = _load_all(args["profiles_path"])
-            profile = _resolve_model(args, profiles)
-            p = plan(facts, profile, objective=args["objective"], max_model_len=args["max_model_len"],
-                     max_num_seqs=args["max_num_seqs"], gpu_memory_utilization=args["gpu_memory_utilization"],
-                     accelerator=args["accelerator"], kv_cache_memory_bytes=args["kv_cache_memory_bytes"],
-                     features=args["features"], tensor_parallel_size=args["tensor_parallel_size"],
-                     enable_expert_parallel=args["enable_expert_parallel"], kv_cache_dtype=args["kv_cache_dtype"],
-                     vllm_version=args["vllm_version"], max_num_batched_tokens=args["max_num_batched_tokens"],
-                     replicas=args["replicas"], hosts=args["hosts"], alternatives=list(profiles.values()))
+            try:
+                profile = _resolve_model(args, profiles)
+            except NotModelledError as e:
+                if getattr(e, "model_files", None) is None:
+                    raise
+                profile = {"hub_metadata": e.model_files["hub_metadata"]}
+                p = _plan_by_hand(args, facts, e)
+            else:
+                if args["accelerator"] == "gpu" and args["kv_cache_memory_bytes"]:
+                    raise PlanError("kv_cache_memory_bytes is for a model the planner does not understand; it sizes "
+                                    "the KV cache of %s itself (from gpu_memory_utilization): drop "
+                                    "kv_cache_memory_bytes" % args["model"])
+                p = plan(facts, profile, objective=args["objective"], max_model_len=args["max_model_len"],
+                         max_num_seqs=args["max_num_seqs"], gpu_memory_utilization=args["gpu_memory_utilization"],
+                         accelerator=args["accelerator"], kv_cache_memory_bytes=args["kv_cache_memory_bytes"],
+                         features=args["features"], tensor_parallel_size=args["tensor_parallel_size"],
+                         enable_expert_parallel=args["enable_expert_parallel"], kv_cache_dtype=args["kv_cache_dtype"],
+                         vllm_version=args["vllm_version"], max_num_batched_tokens=args["max_num_batched_tokens"],
+                         replicas=args["replicas"], hosts=args["hosts"], alternatives=list(profiles.values()))
         except (PlanError, ProfileError, CatalogueError, H.HubMetadataError, ValueError, OSError) as e:
             raise AnsibleActionFail("vllm_plan: %s" % e)
         if label is None:

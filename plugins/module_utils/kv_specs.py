@@ -34,6 +34,11 @@ smaller); every group draws from one pool: num_blocks = available // page // gro
 from __future__ import annotations
 
 DEFAULT_BLOCK_SIZE = 16
+# The vLLM CPU engine's block size when the user sets none (vllm/platforms/cpu.py, 0.32.0: 128; 16 for the reference
+# CPU MLA backend). Full-attention-only models hold the same tokens at any block size; sliding-window layers and a
+# max_model_len that is no multiple of it do not (tiny Gemma 3 on the test bed: 41,527 tokens at 128, 43,408 at 16).
+CPU_BLOCK_SIZE = 128
+CPU_MLA_BLOCK_SIZE = 16
 KERNEL_BLOCK_ALIGNMENT = 16
 GROUP_SIZE_SLACK = 1.5
 ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
@@ -143,6 +148,8 @@ def build_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, spec_tokens=0, p
                  block_size=None):
     """The KV cache layout of one GPU of a TP group: block size, page, the groups and what each request holds."""
     kvb = kv_dtype_bytes or arch["dtype_bytes"]
+    if block_size == "cpu":
+        block_size = CPU_MLA_BLOCK_SIZE if arch.get("mla") else CPU_BLOCK_SIZE
     counts = kind_counts(arch, mtp_layers)
     page_1 = attention_page_per_token(arch, tp, kvb)
     raw = state_page_bytes(arch, tp, spec_tokens)

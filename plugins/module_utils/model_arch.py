@@ -40,25 +40,32 @@ ARCHITECTURES = {
     "MistralLarge3ForCausalLM": None, "Ministral3ForCausalLM": None, "OlmoForCausalLM": None,
     "Olmo2ForCausalLM": None, "InternLM2ForCausalLM": None, "Starcoder2ForCausalLM": None,
 }
+
+
+class NotModelled(KVSpecError):
+    """An architecture or layer type the planner does not model (the message names it and the way out); a plan
+    with the KV cache sized by hand (kv_by_hand.py) is still possible."""
+
+
 _LAYER_TYPE_KIND = {
     "full_attention": "full", "attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
     "linear_attention": "gdn", "gated_deltanet": "gdn", "mamba": "mamba2", "conv": "short_conv",
 }
 _PATTERN_KIND = {"M": "mamba2", "*": "full", "-": None, "E": None}
-WAY_OUT = ("the planner will not guess its KV cache: add the architecture and its layer kinds to "
-           "plugins/module_utils/model_arch.py, or give model_config with the architectures entry of a modelled class "
-           "whose attention is the same; to size vLLM's cache by hand, pass --kv-cache-memory-bytes through "
-           "vllm_server_args_extra (kv-cache-memory-bytes)")
+WAY_OUT = ("the planner will not guess its KV cache: set kv_cache_memory_bytes (llmfleet_kv_cache_memory_bytes in "
+           "site.yml, vLLM's --kv-cache-memory-bytes per GPU) to plan it with the KV cache sized by hand and the "
+           "weights from its safetensors index (a plan marked not verified), or add the architecture and its layer "
+           "kinds to plugins/module_utils/model_arch.py")
 
 
 def check_architecture(config, text, where):
     """The model's vLLM class and its minimum vLLM version; refuses classes the planner does not model."""
     archs = list(config.get("architectures") or text.get("architectures") or [])
     if not archs:
-        raise KVSpecError("%s: config.json names no architectures; %s" % (where, WAY_OUT))
+        raise NotModelled("%s: config.json names no architectures; %s" % (where, WAY_OUT))
     known = [a for a in archs if a in ARCHITECTURES]
     if not known:
-        raise KVSpecError("%s: architecture %s is not one the planner models (it knows %s); %s"
+        raise NotModelled("%s: architecture %s is not one the planner models (it knows %s); %s"
                           % (where, ", ".join(archs), ", ".join(sorted(ARCHITECTURES)), WAY_OUT))
     return known[0], ARCHITECTURES[known[0]]
 
@@ -67,7 +74,7 @@ def _from_layer_types(types, where):
     kinds = []
     for t in types:
         if t not in _LAYER_TYPE_KIND:
-            raise KVSpecError("%s: layer type %r is not one the planner models (it knows %s); %s"
+            raise NotModelled("%s: layer type %r is not one the planner models (it knows %s); %s"
                               % (where, t, ", ".join(sorted(_LAYER_TYPE_KIND)), WAY_OUT))
         kinds.append(_LAYER_TYPE_KIND[t])
     return kinds
@@ -76,7 +83,7 @@ def _from_layer_types(types, where):
 def _from_pattern(pattern, where):
     unknown = sorted(set(pattern) - set(_PATTERN_KIND))
     if unknown:
-        raise KVSpecError("%s: hybrid_override_pattern has block type(s) %s the planner does not model; %s"
+        raise NotModelled("%s: hybrid_override_pattern has block type(s) %s the planner does not model; %s"
                           % (where, ", ".join(unknown), WAY_OUT))
     return [_PATTERN_KIND[c] for c in pattern]
 
@@ -107,7 +114,7 @@ def layer_kinds(text, config, layers, where="config"):
         nope = text.get("no_rope_layers") or [1] * layers
         return ["chunked" if nope[i] else "full" for i in range(layers)]
     if model_type.startswith("qwen2") and text.get("use_sliding_window"):
-        raise KVSpecError("%s: use_sliding_window with max_window_layers (Qwen2) is not modelled; %s" % (where, WAY_OUT))
+        raise NotModelled("%s: use_sliding_window with max_window_layers (Qwen2) is not modelled; %s" % (where, WAY_OUT))
     return ["sliding" if _sliding_everywhere(text) else "full"] * layers
 
 

@@ -47,6 +47,11 @@ class ProfileError(ValueError):
     """A profile or model config is missing something the planner needs; the message says what and where."""
 
 
+class NotModelledError(ProfileError):
+    """The model's architecture or a layer type is one the planner does not model (model_arch.NotModelled): it can
+    still be planned with the KV cache sized by hand (kv_by_hand.plan_by_hand)."""
+
+
 def profile_filename(model_id):
     """'Qwen/Qwen3.5-35B-A3B' -> 'Qwen--Qwen3.5-35B-A3B.yml'."""
     return model_id.replace("/", "--") + ".yml"
@@ -126,6 +131,8 @@ def normalize_config(config, where="config"):
     understand raises ProfileError with kv_specs' message."""
     try:
         return _normalize(config, where)
+    except model_arch.NotModelled as e:
+        raise NotModelledError(str(e))
     except KVSpecError as e:
         raise ProfileError(str(e))
 

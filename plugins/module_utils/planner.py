@@ -121,10 +121,11 @@ def state_bytes_per_sequence(arch, tp=1):
     return arch["linear_attention_layers"] * state_page_bytes(arch, tp)
 
 
-def kv_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, num_speculative_tokens=0, prefix_caching=False):
+def kv_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, num_speculative_tokens=0, prefix_caching=False,
+              block_size=None):
     """vLLM's KV cache layout for one GPU of a TP group (kv_specs.build_layout).  ``mtp_layers``: extra
-    full-attention layers of an MTP drafter (when MTP is on)."""
-    return K.build_layout(arch, tp, kv_dtype_bytes, mtp_layers, num_speculative_tokens, prefix_caching)
+    full-attention layers of an MTP drafter (when MTP is on).  ``block_size``: "cpu" for the CPU engine's."""
+    return K.build_layout(arch, tp, kv_dtype_bytes, mtp_layers, num_speculative_tokens, prefix_caching, block_size)
 
 
 def blocks_per_request(layout, max_model_len, batched_tokens=None):
@@ -447,7 +448,7 @@ def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, 
                                           "mtp_layers": arch["mtp_layers"]})
     reasons.extend(freasons)
     layout = kv_layout(arch, 1, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
-                       opts["prefix_caching"])
+                       opts["prefix_caching"], block_size="cpu")
     kv_tok = kv_bytes_per_token(arch, opts["kv_dtype_bytes"], extra_layers=opts["mtp_layers"])
     r = _capacity_eval(kv_budget, layout, max_model_len, max_num_seqs, objective,
                        dict(weights_bytes=profile["weights_bytes"], weights_bytes_per_gpu=0,

@@ -100,7 +100,13 @@ options:
     choices: [gpu, cpu]
     default: gpu
   kv_cache_memory_bytes:
-    description: KV cache budget of the CPU engine (C(--kv-cache-memory-bytes)); accelerator cpu only.
+    description:
+      - KV cache budget of the CPU engine (C(--kv-cache-memory-bytes)), needed with accelerator cpu.
+      - On a GPU, only for a model whose architecture or layer types the planner does not understand (it refuses
+        them otherwise) - vLLM's C(--kv-cache-memory-bytes), bytes of KV cache per GPU, set by hand. The model is
+        then planned with these bytes and the weights from its safetensors index (or I(weights_bytes)); the plan
+        says C(verified=false), what was not understood, and leaves the KV tokens and concurrency to vLLM.
+      - A model the planner understands is refused with it on a GPU (the planner sizes its KV cache itself).
     type: int
   objective:
     description:
@@ -275,6 +281,14 @@ plan:
     features: {description: Profile features on (true) or off (false)., type: dict}
     min_vllm_version: {description: First vLLM release that serves the model., type: str}
     reasons: {description: Sentences that explain each decision., type: list, elements: str}
+    verified:
+      description:
+        - Present and false only for a model the planner does not understand, planned with the KV cache set by hand
+          (I(kv_cache_memory_bytes)); its kv_cache_tokens and max_concurrency are null (vLLM reports them).
+      type: bool
+    not_understood: {description: "With verified=false: what the planner did not understand.", type: str}
+    warnings: {description: "With verified=false: what the plan does not know (also in reasons).", type: list,
+               elements: str}
     suggestions:
       description: When it does not fit, the smallest changes that would ({set, text}).
       type: list

@@ -17,6 +17,7 @@ import hub_repo  # noqa: E402
 import hubs  # noqa: E402
 
 REPO = "google/gemma-3-1b-it"
+FANCY = "fancy-lab/fancy-new-8b"
 PLAYBOOK = """
 - name: Plan a model by repo id
   hosts: localhost
@@ -45,6 +46,14 @@ def olah(tmp_path_factory):
                                                                     "weight_map": {}}))
     root = tmp_path_factory.mktemp("mirrors")
     commit = hub_repo.publish(model, root, REPO)
+    # A model the planner does not understand: Llama-3.1-8B-Instruct's published config.json under an architecture
+    # name nobody models, with the published checkpoint's index total (16,060,522,496 bytes).
+    fancy = tmp_path_factory.mktemp("fancy")
+    with open(ROOT / "tests" / "fixtures" / "model_configs" / "meta-llama--Llama-3.1-8B-Instruct.json") as fh:
+        (fancy / "config.json").write_text(json.dumps(dict(json.load(fh), architectures=["FancyNewForCausalLM"])))
+    (fancy / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16060522496},
+                                                                    "weight_map": {}}))
+    hub_repo.publish(fancy, root, FANCY)
     srv = hubs.start_olah(root, probe_repo=REPO)
     yield srv, commit
     srv.stop()
@@ -87,3 +96,35 @@ def test_a_missing_repo_is_one_clear_line(olah, tmp_path):
                             "metadata_cache_dir": str(tmp_path / "cache")})
     assert r.returncode != 0
     assert "google/no-such-model at revision 'main' was not found" in r.stdout + r.stderr
+
+
+def test_an_architecture_the_planner_does_not_understand_is_refused_with_the_way_out(olah, tmp_path):
+    srv, _commit = olah
+    r = run_plan(tmp_path, {"model": FANCY, "hardware": "1x H200", "hub_endpoint": srv.url,
+                            "metadata_cache_dir": str(tmp_path / "cache"), "max_model_len": 32768})
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "architecture FancyNewForCausalLM is not one the planner models" in out
+    assert "set kv_cache_memory_bytes" in out and "llmfleet_kv_cache_memory_bytes" in out
+
+
+def test_with_the_kv_cache_sized_by_hand_it_is_planned_and_marked_not_verified(olah, tmp_path):
+    srv, _commit = olah
+    r = run_plan(tmp_path, {"model": FANCY, "hardware": "1x H200", "hub_endpoint": srv.url,
+                            "metadata_cache_dir": str(tmp_path / "cache"), "max_model_len": 32768,
+                            "kv_cache_memory_bytes": 40 * 1024 ** 3})
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = json.loads((tmp_path / "out.json").read_text())["plan"]
+    assert plan["fits"] and plan["verified"] is False
+    assert "FancyNewForCausalLM" in plan["not_understood"] and plan["warnings"][0].startswith("not verified")
+    assert plan["weights_bytes"] == 16060522496  # the hub's safetensors index
+    assert plan["vllm_args"]["kv-cache-memory-bytes"] == 40 * 1024 ** 3
+    assert plan["kv_cache_tokens"] is None and plan["max_concurrency"] is None
+
+
+def test_the_kv_cache_sized_by_hand_is_refused_for_a_model_the_planner_understands(olah, tmp_path):
+    srv, _commit = olah
+    r = run_plan(tmp_path, {"model": REPO, "hardware": "1x H200", "hub_endpoint": srv.url,
+                            "metadata_cache_dir": str(tmp_path / "cache"), "kv_cache_memory_bytes": 1 << 30})
+    assert r.returncode != 0
+    assert "sizes the KV cache of google/gemma-3-1b-it itself" in r.stdout + r.stderr

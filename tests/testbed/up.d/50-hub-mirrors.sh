@@ -5,7 +5,10 @@
 #   40-tiny-model.sh, or a synthetic model when that is absent). Also a wheelhouse of the hub clients for
 #   Molecule hosts (pip inside a container cannot verify TLS here; air-gapped hosts work the same way).
 # Idempotent: a second run reuses the repo, the wheels and servers that still answer.
-# Appends: LLMFLEET_TEST_HUB_REPO, LLMFLEET_TEST_HUB_COMMIT, LLMFLEET_TEST_HUB_MODEL_DIR,
+# The other tiny architectures of 40-tiny-model.sh (LLMFLEET_TEST_ARCH_MODEL_DIRS, name=dir,...) go into the same
+# mirror root as llmfleet-test/<name>, deployed by repo id without a profile file (#29 item 6).
+# Appends: LLMFLEET_TEST_HUB_ARCH_REPOS (llmfleet-test/<name>@<commit>,...), LLMFLEET_TEST_HUB_REPO,
+#   LLMFLEET_TEST_HUB_COMMIT, LLMFLEET_TEST_HUB_MODEL_DIR,
 #   LLMFLEET_TEST_HF_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_MS_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_WHEELHOUSE,
 #   LLMFLEET_TEST_HF_MIRROR_LOG_DIR (olah's access logs: the fleet scenario counts what the hosts downloaded).
 # testbed-needs: 40-tiny-model venv
@@ -28,10 +31,18 @@ if [ -z "$model" ] || [ ! -f "$model/config.json" ]; then
   model="$state/synthetic-model"
   [ -f "$model/model.safetensors.index.json" ] || "$py" "$top/tests/testbed/hub_repo.py" synth "$model" --shard-mb 1,2 >/dev/null
 fi
-# Rebuild the repo only when the model's files changed.
-stamp=$(cd "$model" && find . -type f -printf '%P %s %T@\n' | LC_ALL=C sort | sha256sum | cut -c1-16)
+arch_dirs=$(grep '^LLMFLEET_TEST_ARCH_MODEL_DIRS=' "$env_file" | tail -1 | cut -d= -f2- || true)
+# Rebuild the repos only when a model's files changed.
+stamp=$(for d in "$model" $(echo "$arch_dirs" | tr ',' '\n' | cut -d= -f2-); do
+          (cd "$d" && find . -type f -printf "$d %P %s %T@\n"); done | LC_ALL=C sort | sha256sum | cut -c1-16)
 if [ "$(cat "$state/repo.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$state/root/models/$repo/.git" ]; then
   "$py" "$top/tests/testbed/hub_repo.py" publish "$model" "$state/root" "$repo" > "$state/commit"
+  : > "$state/arch-repos"
+  for entry in $(echo "$arch_dirs" | tr ',' ' '); do
+    name=${entry%%=*}
+    echo "llmfleet-test/$name@$("$py" "$top/tests/testbed/hub_repo.py" publish "${entry#*=}" "$state/root" "llmfleet-test/$name")" \
+      >> "$state/arch-repos"
+  done
   echo "$stamp" > "$state/repo.stamp"
   for pidf in "$state"/*.pid; do [ -e "$pidf" ] && kill "$(cat "$pidf")" 2>/dev/null || true; rm -f "$pidf"; done
   sleep 1
@@ -81,6 +92,7 @@ if [ ! -f "$wheels/.complete" ]; then
   touch "$wheels/.complete"
 fi
 {
+  echo "LLMFLEET_TEST_HUB_ARCH_REPOS=$(paste -sd, "$state/arch-repos" 2>/dev/null || true)"
   echo "LLMFLEET_TEST_HUB_REPO=$repo"
   echo "LLMFLEET_TEST_HUB_COMMIT=$commit"
   echo "LLMFLEET_TEST_HUB_MODEL_DIR=$model"
