@@ -21,8 +21,12 @@ def multinode_layout(hosts, hostname, addresses=None, group="", leader_address=N
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def multinode_args(layout, master_port=29500, accelerator="gpu", tensor_parallel_size=None,
-                   pipeline_parallel_size=None, backend="mp"):
+def multinode_addresses(hosts, hostvars):
+    return multinode.group_addresses(list(hosts or []), hostvars)
+
+
+def multinode_args(layout, master_port=29500, accelerator="gpu", plan=None, backend="mp"):
+    tensor_parallel_size, pipeline_parallel_size = multinode.plan_sizes(layout, plan)
     try:
         return multinode.rank_args(layout, master_port, accelerator, tensor_parallel_size,
                                    pipeline_parallel_size, backend)
@@ -34,12 +38,13 @@ def multinode_env(layout, interface=""):
     return multinode.rank_env(layout, interface or "")
 
 
-def multinode_problems(layout, replicas, user_args=None, interface="", accelerator="gpu", master_port=29500):
+def multinode_problems(layout, replicas, user_args=None, interface="", accelerator="gpu", master_port=29500,
+                       plan=None):
     return multinode.group_problems(layout, list(replicas or []), dict(user_args or {}), interface or "",
-                                    accelerator, master_port)
+                                    accelerator, master_port, plan=dict(plan or {}))
 
 
 class FilterModule:
     def filters(self):
         return {"multinode_layout": multinode_layout, "multinode_args": multinode_args,
-                "multinode_env": multinode_env, "multinode_problems": multinode_problems}
+                "multinode_env": multinode_env, "multinode_addresses": multinode_addresses, "multinode_problems": multinode_problems}

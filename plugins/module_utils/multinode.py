@@ -89,6 +89,27 @@ def group_layout(hosts, hostname, addresses, group_name="", leader_address=None)
     }
 
 
+def group_addresses(hosts, hostvars):
+    """{host: address} of a group from each host's variables: vllm_server_multinode_address, else the address of
+    its default route (gathered facts), else ansible_host when it is an IP address; '' when none is known."""
+    out = {}
+    for host in hosts or []:
+        hv = hostvars.get(host) or {}
+        address = hv.get("vllm_server_multinode_address") or ""
+        if not address:
+            facts = hv.get("ansible_facts") or {}
+            address = ((facts.get("default_ipv4") or {}).get("address")) or ""
+        if not address:
+            candidate = str(hv.get("ansible_host") or "")
+            try:
+                ipaddress.ip_address(candidate)
+                address = candidate
+            except ValueError:
+                address = ""
+        out[str(host)] = str(address)
+    return out
+
+
 def single_layout(hostname):
     """The layout of a host that is not part of a group (every other function treats it as a no-op)."""
     return {"group": "", "hosts": [hostname], "nnodes": 1, "node_rank": 0, "leader": hostname,
@@ -173,12 +194,31 @@ def restart_order(layout):
     return hosts[1:] + hosts[:1]
 
 
+def plan_sizes(layout, plan):
+    """(tensor_parallel_size, pipeline_parallel_size) from the plan when it was made for this many hosts
+    (its ``nodes``), else (None, None): the host count is then the pipeline size."""
+    plan = plan or {}
+    try:
+        nodes = int(plan.get("nodes") or 0)
+    except (TypeError, ValueError):
+        nodes = 0
+    if nodes != int(layout.get("nnodes", 1)):
+        return None, None
+    return plan.get("tensor_parallel_size"), plan.get("pipeline_parallel_size")
+
+
 def group_problems(layout, replicas, user_args=None, interface="", accelerator="gpu", master_port=29500,
-                   group_var="llmfleet_model_group"):
+                   group_var="llmfleet_model_group", plan=None):
     """Every input error for a group at once (empty for a single host)."""
     if int(layout.get("nnodes", 1)) <= 1:
         return []
     problems = []
+    nodes = (plan or {}).get("nodes")
+    if nodes and int(nodes) != int(layout["nnodes"]):
+        problems.append("llmfleet_plan was made for %s host(s) but %s %r has %d (%s). Plan with hosts: %d "
+                        "(llmfleet.vllm.vllm_plan / playbooks/plan.yml), or change the group."
+                        % (nodes, group_var, layout["group"], layout["nnodes"], ", ".join(layout["hosts"]),
+                           layout["nnodes"]))
     if len(replicas or []) != 1:
         problems.append("%s groups hosts into one model instance, so each host runs exactly one rank; got %d replicas "
                         "(%s) on %s. Leave vllm_server_replicas to the plan (one GPU group per host), or unset %s."

@@ -5,6 +5,8 @@ import pytest
 from ansible_collections.llmfleet.vllm.plugins.module_utils.multinode import (
     CPU_PIPELINE_ARGS,
     established_peers,
+    group_addresses,
+    plan_sizes,
     MultinodeError,
     group_layout,
     group_problems,
@@ -200,3 +202,20 @@ def test_headless_rank_restarts_when_its_leader_is_gone_but_not_while_starting()
     assert watch_verdict(HEADLESS, set(), 60, False, None, now=0.0)["action"] == "ok"
     assert watch_verdict(HEADLESS, {"10.0.0.11"}, 900, False)["action"] == "ok"
     assert watch_verdict(HEADLESS, set(), 900, False, 0.0, now=20.0)["action"] == "restart"
+
+
+def test_group_addresses_prefer_the_setting_then_facts_then_an_ip_ansible_host():
+    hostvars = {"a": {"vllm_server_multinode_address": "10.1.0.1", "ansible_facts": {"default_ipv4": {"address": "x"}}},
+                "b": {"ansible_facts": {"default_ipv4": {"address": "10.1.0.2"}}},
+                "c": {"ansible_host": "10.1.0.3"},
+                "d": {"ansible_host": "gpu-d.example"}}
+    assert group_addresses(["a", "b", "c", "d"], hostvars) == {"a": "10.1.0.1", "b": "10.1.0.2", "c": "10.1.0.3",
+                                                               "d": ""}
+
+
+def test_plan_sizes_used_only_when_the_plan_was_made_for_this_many_hosts():
+    layout = group_layout(HOSTS, "gpu-a", ADDR, "m1")
+    assert plan_sizes(layout, {"nodes": 2, "tensor_parallel_size": 8, "pipeline_parallel_size": 2}) == (8, 2)
+    assert plan_sizes(layout, {"tensor_parallel_size": 8}) == (None, None)
+    problems = group_problems(layout, [{"name": "0"}], {}, plan={"nodes": 3})
+    assert len(problems) == 1 and "made for 3 host(s)" in problems[0] and "hosts: 2" in problems[0]
