@@ -90,16 +90,17 @@ def param_counts(arch):
     h, v = arch["hidden_size"], arch["vocab_size"]
     dense = v * h * (1 if arch.get("tie_word_embeddings") else 2)
     attention = arch["full_attention_layers"] * _attention_params(arch)
-    layers = arch["num_layers"]
+    mlp_layers, moe_layers, proj = arch.get("mlp_blocks") or (arch["num_layers"], None, 3)
     moe, sizes = arch.get("moe"), arch.get("moe_sizes")
     experts = 0
     if moe and sizes:
-        moe_layers = layers - sizes["dense_layers"]
-        experts = moe_layers * moe["num_experts"] * 3 * h * sizes["intermediate_size"]
-        dense += moe_layers * (3 * h * sizes["shared_intermediate_size"] + h * moe["num_experts"])
-        dense += sizes["dense_layers"] * 3 * h * arch["intermediate_size"]
+        dense_layers = sizes["dense_layers"] if moe_layers is None else mlp_layers
+        moe_layers = mlp_layers - dense_layers if moe_layers is None else moe_layers
+        experts = moe_layers * moe["num_experts"] * proj * h * sizes["intermediate_size"]
+        dense += moe_layers * (proj * h * sizes["shared_intermediate_size"] + h * moe["num_experts"])
+        dense += dense_layers * proj * h * arch["intermediate_size"]
     elif arch.get("intermediate_size"):
-        dense += layers * 3 * h * arch["intermediate_size"]
+        dense += mlp_layers * proj * h * arch["intermediate_size"]
     return dense + attention + _state_params(arch), experts
 
 

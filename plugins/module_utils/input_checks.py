@@ -17,6 +17,8 @@ and the fix. Pure functions, no I/O (the hub answers are passed in by the caller
   args_extra_flag_problems(extra, flags)  flags of vllm_server_args_extra the pinned image's `vllm serve` lacks
   image_facts_for_ref(docs, ref)          the controller's cached image facts (flag table) of a pinned reference
   model_head_dim(config) / head_size_problem(...)   a model's attention head size against the image's backends
+  rule_problems(rules)                    the roles' declarative input rules (condition, variable, message, fix)
+  held_port_problems(replicas, host)      ports replica_state found held by a process that is not ours
 """
 
 from __future__ import absolute_import, division, print_function
@@ -512,3 +514,55 @@ def head_size_problem(config, attention, accelerator, model="the model", image="
             % (model, head, accelerator.upper() if accelerator == "cpu" else accelerator, image,
                ", ".join(sorted(backends)), ", ".join(str(s) for s in sizes), head,
                (" (%s)" % fix_var) if fix_var else "", head))
+
+
+# ---- the roles' declarative input rules -------------------------------------------------------------------------
+# A role lists its input checks as data, one rule each: {fail, var, msg, fix, group}
+#   fail   the condition (a bool, or the text of one as Ansible templates it) under which the input is refused
+#   var    the variable the user set (documentation of the rule: each message names it)
+#   msg    what is wrong; fix: what to do (appended after one space)
+#   group  rules of one group are alternatives: only the first failing rule of a group is reported
+# or {problems: [sentences]} for the sentences another check of this module returned (e.g. port_problems).
+
+def rule_problems(rules):
+    """One sentence per failed rule, in the order of rules."""
+    problems, groups = [], set()
+    for rule in rules or []:
+        if not isinstance(rule, dict):
+            raise TypeError("an input rule must be a dict (fail, var, msg, fix), got %s" % type(rule).__name__)
+        if "problems" in rule:
+            problems.extend(str(p) for p in rule.get("problems") or [])
+            continue
+        if "fail" not in rule:
+            raise ValueError("input rule %r needs a condition (fail)" % (rule.get("var"),))
+        group = rule.get("group")
+        if not _truth(rule["fail"]) or (group is not None and group in groups):
+            continue
+        if not str(rule.get("msg") or "").strip():
+            raise ValueError("input rule %r failed and has no message (msg)" % (rule.get("var"),))
+        if group is not None:
+            groups.add(group)
+        fix = str(rule.get("fix") or "").strip()
+        problems.append(str(rule["msg"]).strip() + ((" " + fix) if fix else ""))
+    return problems
+
+
+def held_port_problems(replicas, host):
+    """The ports replica_state read as held by a process that is not ours, one sentence each, naming the variable
+    that moves the port. replicas: replica_state's replicas ({name, port, container_port, ports: [{port, role,
+    holder}]})."""
+    problems = []
+    for replica in replicas or []:
+        for port in replica.get("ports") or []:
+            if port.get("holder") != "other":
+                continue
+            who = ("the edge in front of replica %s" % replica.get("name") if port.get("role") == "edge"
+                   else "replica %s" % replica.get("name"))
+            offset = (" (or vllm_server_edge_port_offset, vLLM's own port behind the edge)"
+                      if port.get("role") == "container" and replica.get("container_port") != replica.get("port")
+                      else "")
+            problems.append("Port %s on %s is in use by another process, so %s could not listen there; the replica "
+                            "was left as it is. Free the port (ss -ltnp 'sport = :%s' shows who holds it), or set "
+                            "vllm_server_port_base (or vllm_server_replicas)%s to free ports. Nothing was changed."
+                            % (port.get("port"), host, who, port.get("port"), offset))
+    return problems

@@ -111,6 +111,18 @@ def layer_kinds(text, config, layers, where="config"):
     return ["sliding" if _sliding_everywhere(text) else "full"] * layers
 
 
+def mlp_blocks(text, layers):
+    """(layers with a dense MLP, layers with a MoE block, projections per dense MLP).  Most decoders put an MLP (or a
+    MoE block) in every layer; Nemotron-H's layers are single blocks (``hybrid_override_pattern``: ``-`` an MLP,
+    ``E`` a MoE block, ``M`` and ``*`` none), and its MLP is ungated (relu2: up and down, no gate)."""
+    pattern = text.get("hybrid_override_pattern")
+    act = str(text.get("mlp_hidden_act") or text.get("hidden_act") or "silu")
+    projections = 2 if act == "relu2" else 3
+    if pattern:
+        return str(pattern).count("-"), str(pattern).count("E"), projections
+    return layers, None, projections
+
+
 def count_kinds(kinds, mla=False, parallel_mamba=False):
     """{kind: layers}; MLA models turn every attention layer into an MLA layer; Falcon-H1 adds a Mamba2 mixer to
     every layer."""

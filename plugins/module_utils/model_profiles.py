@@ -137,7 +137,7 @@ def _normalize(config, where="config"):
     num_layers, layer_counts ({KV kind: layers}, kv_specs.py), windows, full_attention_layers (every attention
     layer), linear_attention_layers (every state layer), num_attention_heads, num_kv_heads, head_dim, vocab_size,
     max_position_embeddings, dtype, dtype_bytes, moe, mla, linear_attention (GDN), mamba2, short_conv, mtp_layers,
-    quant_method, intermediate_size, tie_word_embeddings.  Raises ProfileError (or KVSpecError) naming what is
+    quant_method, intermediate_size, mlp_blocks (model_arch.mlp_blocks), tie_word_embeddings.  Raises ProfileError (or KVSpecError) naming what is
     missing or not understood.
     """
     text = _text_config(config, where)
@@ -176,6 +176,7 @@ def _normalize(config, where="config"):
         "linear_attention": gdn, "mamba2": mamba, "short_conv": conv,
         "mtp_layers": int(_first(text, "mtp_num_hidden_layers", "num_nextn_predict_layers", default=0)),
         "quant_method": qc.get("quant_method"), "intermediate_size": int(_first(text, "intermediate_size", default=0)),
+        "mlp_blocks": model_arch.mlp_blocks(text, layers),
         "tie_word_embeddings": bool(_first(text, "tie_word_embeddings", default=_first(
             config, "tie_word_embeddings", default=str(model_type).startswith("gemma")))),
     }
