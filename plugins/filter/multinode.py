@@ -34,8 +34,8 @@ def multinode_args(layout, master_port=29500, accelerator="gpu", plan=None, back
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def multinode_env(layout, interface=""):
-    return multinode.rank_env(layout, interface or "")
+def multinode_env(layout, interface="", accelerator="gpu"):
+    return multinode.rank_env(layout, interface or "", accelerator)
 
 
 def multinode_problems(layout, replicas, user_args=None, interface="", accelerator="gpu", master_port=29500,

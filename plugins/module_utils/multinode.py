@@ -164,11 +164,15 @@ def ray_worker_argv(layout, ray_port=6379):
             "--node-ip-address", layout["host_ip"]]
 
 
-def rank_env(layout, interface=""):
-    """Environment of this rank's container: the address vLLM advertises and the interface gloo / NCCL use."""
+def rank_env(layout, interface="", accelerator="gpu"):
+    """Environment of this rank's container: the address vLLM advertises and the interface gloo / NCCL use.
+    On the cpu accelerator the engine core runs in its own process again (the cpu profile's
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 is for one host; the group was proven with vLLM's default)."""
     if int(layout.get("nnodes", 1)) <= 1:
         return {}
     env = {"VLLM_HOST_IP": layout["host_ip"]}
+    if accelerator == "cpu":
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
     if interface:
         env["GLOO_SOCKET_IFNAME"] = interface
         env["NCCL_SOCKET_IFNAME"] = interface

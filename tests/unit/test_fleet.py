@@ -132,3 +132,16 @@ def test_replicas_behind_an_edge_are_not_exposed():
     assert (backend["address"], backend["port"], backend["exposed"]) == ("10.0.0.5", 8000, False)
     members[0]["serving"]["edge"] = False
     assert fleet.fleet_backends(members)[0]["exposed"] is True
+
+
+def test_a_group_over_two_hosts_is_one_member_the_leader():
+    leader = serving(["http://10.0.0.1:8000/v1"], [8000], bind="10.0.0.1")
+    leader["multinode"] = {"group": "m1", "node_rank": 0, "nnodes": 2, "is_leader": True}
+    headless = serving([], [], bind="10.0.0.2")
+    headless["multinode"] = {"group": "m1", "node_rank": 1, "nnodes": 2, "is_leader": False}
+    backends = fleet.fleet_backends([
+        {"host": "gpu1", "address": "10.0.0.1", "serving": leader},
+        {"host": "gpu2", "address": "10.0.0.2", "serving": headless},
+        {"host": "gpu3", "address": "10.0.0.3", "serving": serving(["http://10.0.0.3:8000/v1"], [8000], bind="10.0.0.3")},
+    ])
+    assert [b["name"] for b in backends] == ["gpu1-0", "gpu3-0"]

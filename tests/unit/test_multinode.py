@@ -78,6 +78,7 @@ def test_env_sets_host_ip_and_socket_interfaces():
     env = rank_env(group_layout(HOSTS, "gpu-b", ADDR), "ens5")
     assert env == {"VLLM_HOST_IP": "10.0.0.12", "GLOO_SOCKET_IFNAME": "ens5", "NCCL_SOCKET_IFNAME": "ens5"}
     assert rank_env(group_layout(HOSTS, "gpu-b", ADDR)) == {"VLLM_HOST_IP": "10.0.0.12"}
+    assert rank_env(group_layout(HOSTS, "gpu-b", ADDR), "", "cpu")["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
 
 
 def test_only_the_leader_serves_the_api_and_names_stay_those_of_a_single_host():
