@@ -39,9 +39,10 @@ def multinode_env(layout, interface="", accelerator="gpu"):
 
 
 def multinode_problems(layout, replicas, user_args=None, interface="", accelerator="gpu", master_port=29500,
-                       plan=None):
+                       plan=None, play_batch=None):
     return multinode.group_problems(layout, list(replicas or []), dict(user_args or {}), interface or "",
-                                    accelerator, master_port, plan=dict(plan or {}))
+                                    accelerator, master_port, plan=dict(plan or {}),
+                                    play_batch=None if play_batch is None else list(play_batch))
 
 
 class FilterModule:

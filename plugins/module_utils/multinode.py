@@ -212,11 +212,20 @@ def plan_sizes(layout, plan):
 
 
 def group_problems(layout, replicas, user_args=None, interface="", accelerator="gpu", master_port=29500,
-                   group_var="llmfleet_model_group", plan=None):
-    """Every input error for a group at once (empty for a single host)."""
+                   group_var="llmfleet_model_group", plan=None, play_batch=None):
+    """Every input error for a group at once (empty for a single host). ``play_batch``: the hosts of this play's
+    batch (ansible_play_batch); a group must restart as a whole, so a batch that holds only part of it is refused."""
     if int(layout.get("nnodes", 1)) <= 1:
         return []
     problems = []
+    if play_batch is not None:
+        outside = [h for h in layout["hosts"] if h not in set(play_batch)]
+        if outside:
+            problems.append("the hosts of %s %r serve one model and must (re)start together, but this play's batch "
+                            "leaves out %s (a play with serial, e.g. playbooks/upgrade.yml's one host at a time). Run "
+                            "playbooks/serve.yml --limit %s for the group (take its leader %s out of the balancer "
+                            "first), or a play without serial." % (group_var, layout["group"], ", ".join(outside),
+                                                                   layout["group"], layout["leader"]))
     nodes = (plan or {}).get("nodes")
     if nodes and int(nodes) != int(layout["nnodes"]):
         problems.append("llmfleet_plan was made for %s host(s) but %s %r has %d (%s). Plan with hosts: %d "

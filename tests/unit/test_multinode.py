@@ -220,3 +220,10 @@ def test_plan_sizes_used_only_when_the_plan_was_made_for_this_many_hosts():
     assert plan_sizes(layout, {"tensor_parallel_size": 8}) == (None, None)
     problems = group_problems(layout, [{"name": "0"}], {}, plan={"nodes": 3})
     assert len(problems) == 1 and "made for 3 host(s)" in problems[0] and "hosts: 2" in problems[0]
+
+
+def test_a_play_batch_with_part_of_the_group_is_refused():
+    layout = group_layout(HOSTS, "gpu-a", ADDR, "m1")
+    problems = group_problems(layout, [{"name": "0"}], {}, play_batch=["gpu-a"])
+    assert len(problems) == 1 and "leaves out gpu-b" in problems[0] and "--limit m1" in problems[0]
+    assert group_problems(layout, [{"name": "0"}], {}, play_batch=["gpu-a", "gpu-b", "other"]) == []
