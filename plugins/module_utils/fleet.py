@@ -90,6 +90,8 @@ def fleet_backends(members):
 
     Each result: {name, host, replica, address, port, served_model_name, exposed}; exposed is True when the
     replica answers on every address of its host (bound to 0.0.0.0), i.e. clients can go around the balancer.
+    A headless rank of a model served over several hosts (serving.json's multinode.is_leader false) is no member:
+    its group is one replica, the leader's.
     Raises FleetError when a host has not been served yet, a replica is reachable on loopback only, two
     replicas share an address:port, or the hosts serve different model names (one balancer, one model).
     """
@@ -101,6 +103,9 @@ def fleet_backends(members):
     for member in members:
         host = member.get("host") or "?"
         serving = member.get("serving")
+        # A headless rank of a model served over several hosts: its group's leader is the group's one member.
+        if isinstance(serving, dict) and (serving.get("multinode") or {}).get("is_leader") is False:
+            continue
         if not isinstance(serving, dict) or not serving.get("replicas"):
             raise FleetError(
                 "%s: no replicas described (its /etc/llmfleet/serving.json is missing or empty): run "

@@ -219,7 +219,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.serving_identity import MANIFEST_LABEL
 
 INSPECT_FORMAT = ("{{json .Name}}\t{{json .Created}}\t{{json .State.Running}}\t{{json .NetworkSettings.Ports}}"
-                  "\t{{json .Config.Labels}}")
+                  "\t{{json .Config.Labels}}\t{{json .HostConfig.NetworkMode}}")
 
 
 def _mtime(path):
@@ -332,16 +332,26 @@ def main():
             rc, out, err = module.run_command([docker, "inspect", "--format", INSPECT_FORMAT] + names)
             for line in out.splitlines():
                 cols = line.split("\t")
-                if len(cols) != 5:
+                if len(cols) != 6:
                     continue
                 try:
-                    name, created, running, ports, labels = [json.loads(c) for c in cols]
+                    name, created, running, ports, labels, network_mode = [json.loads(c) for c in cols]
                 except ValueError:
                     continue
                 name = name.lstrip("/")
                 containers[name] = {"exists": True, "running": bool(running), "created": docker_time(created),
                                     "ports": sorted(published_ports(ports)) if running else [],
-                                    "model_manifest": (labels or {}).get(MANIFEST_LABEL)}
+                                    "model_manifest": (labels or {}).get(MANIFEST_LABEL),
+                                    "host_network": network_mode == "host"}
+    # A rank of a model served over several hosts runs on the host's network (no published port): the port its
+    # vLLM listens on is its own.
+    for replica in p["replicas"]:
+        held = containers.get(p["container_prefix"] + str(replica.get("name")))
+        if held and held["running"] and held.get("host_network"):
+            try:
+                held["ports"] = sorted(set(held["ports"]) | {int(replica.get("port")) + p["port_offset"]})
+            except (TypeError, ValueError):
+                pass
     ours = dict((name, set(c["ports"])) for name, c in containers.items())
 
     systemctl = module.get_bin_path("systemctl")

@@ -164,3 +164,16 @@ def test_the_fleet_filters_read_hostvars():
     hostvars = {"h1": {"llmfleet_fleet_address": "10.0.0.1", "other": "x"}, "h2": {"ansible_host": "10.0.0.2"}}
     assert filters["fleet_addresses"](["h1", "h2", "h3"], hostvars) == {"h1": "10.0.0.1", "h2": "10.0.0.2", "h3": "h3"}
     assert filters["fleet_members"]([{"item": "h2"}], hostvars) == [{"host": "h2", "address": "", "serving": {}}]
+
+
+def test_a_group_over_two_hosts_is_one_member_the_leader():
+    leader = serving(["http://10.0.0.1:8000/v1"], [8000], bind="10.0.0.1")
+    leader["multinode"] = {"group": "m1", "node_rank": 0, "nnodes": 2, "is_leader": True}
+    headless = serving([], [], bind="10.0.0.2")
+    headless["multinode"] = {"group": "m1", "node_rank": 1, "nnodes": 2, "is_leader": False}
+    backends = fleet.fleet_backends([
+        {"host": "gpu1", "address": "10.0.0.1", "serving": leader},
+        {"host": "gpu2", "address": "10.0.0.2", "serving": headless},
+        {"host": "gpu3", "address": "10.0.0.3", "serving": serving(["http://10.0.0.3:8000/v1"], [8000], bind="10.0.0.3")},
+    ])
+    assert [b["name"] for b in backends] == ["gpu1-0", "gpu3-0"]
