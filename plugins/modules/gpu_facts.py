@@ -132,7 +132,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu_probe import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import (
     GpuFactsError, TopologyParseError, collect_gpu_facts, find_nvidia_smi, sysfs_pci_path)
 
 
