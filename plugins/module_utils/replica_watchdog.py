@@ -176,8 +176,8 @@ def decide(config, replica, result, entry, timeout, limit):
         return
     if result["ok"]:
         if entry.get("failures"):
-            log(6, "replica %s answers again (%.2fs) after %d failed probe(s)" % (name, result["seconds"],
-                                                                                   entry["failures"]))
+            log(6, "replica %s answers again (%.2fs) after %d failed probe(s)"
+                % (name, result["seconds"], entry["failures"]))
         entry["failures"] = 0
         return
     if result["busy"]:

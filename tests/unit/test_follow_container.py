@@ -1,4 +1,5 @@
-"""roles/vllm_server/files/follow-container (llmfleet_host.replica_follow, installed as the role does): the unit's main process follows the replica's container.
+"""roles/vllm_server/files/follow-container (llmfleet_host.replica_follow, installed as the role does): the unit's
+main process follows the replica's container.
 
 docker is a TEST DOUBLE here (a script that plays a scripted sequence of answers), because the point is the
 follower's decisions: a log stream that ends while the container still runs (a dockerd restart under

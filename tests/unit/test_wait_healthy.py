@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""roles/vllm_server/files/wait-healthy (llmfleet_host.replica_gate, installed as the role does): the start gate waits for /health, then sends the warm-up completion.
+"""roles/vllm_server/files/wait-healthy (llmfleet_host.replica_gate, installed as the role does): the start gate
+waits for /health, then sends the warm-up completion.
 
 The replica is a local HTTP server that answers /health and /v1/completions and records what it got; docker is a
 TEST DOUBLE (`docker inspect` answers "true": the container runs). The real behaviour (the CPU engine that dies on a
@@ -13,7 +14,6 @@ import os
 import subprocess
 import sys
 import threading
-
 
 
 class Replica(http.server.BaseHTTPRequestHandler):

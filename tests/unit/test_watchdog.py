@@ -18,7 +18,6 @@ import time
 import pytest
 
 
-
 def load(libexec, monkeypatch):
     """The watchdog module of the host package installed under libexec (a fresh import)."""
     for name in [n for n in sys.modules if n == "llmfleet_host" or n.startswith("llmfleet_host.")]:
