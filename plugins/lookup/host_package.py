@@ -9,7 +9,8 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: host_package
-author: llmfleet maintainers
+author:
+  - llmfleet maintainers (!UNKNOWN)
 version_added: "0.1.0"
 short_description: The files of the host package (llmfleet_host) that the serving host runs on its own
 description:
