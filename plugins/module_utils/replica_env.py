@@ -6,6 +6,7 @@
 
   api_key(env_file)   VLLM_API_KEY from the replica's root-only environment file (shell-quoted values), or ""
                       when the file or the variable is absent: the only copy of the secret on the host.
+  http_open(request, timeout)   an HTTP request to a replica's loopback port through urllib's default opener.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import shlex
+import urllib.request
 
 
 def api_key(env_file):
@@ -27,3 +29,10 @@ def api_key(env_file):
     except OSError:
         pass
     return ""
+
+
+def http_open(request, timeout):
+    """Send request (a URL or a urllib Request) through urllib's default opener, as the standard library's own
+    one-call helper does. These tools run on the serving host outside Ansible: ansible.module_utils.urls.open_url,
+    which the collection's modules use, is not installed there."""
+    return urllib.request.build_opener().open(request, timeout=timeout)

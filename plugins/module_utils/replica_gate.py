@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 
-from .replica_env import api_key
+from .replica_env import api_key, http_open
 
 
 def _say(message, stream=None):
@@ -56,7 +56,7 @@ def warm_up(url, container, env_file, tokens, model):
     started = time.monotonic()
     request = urllib.request.Request(base + "/v1/completions", data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=300) as response:
+        with http_open(request, timeout=300) as response:
             _say("warm-up completion (%d prompt tokens) answered %d after %.1fs"
                  % (tokens, response.status, time.monotonic() - started))
             return 0
@@ -84,7 +84,7 @@ def main(argv=None):
     checked = started
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=5) as response:
+            with http_open(url, timeout=5) as response:
                 if response.status == 200:
                     _say("healthy after %.0fs: %s" % (time.monotonic() - started, url))
                     if tokens > 0:

@@ -34,7 +34,7 @@ import urllib.error
 import urllib.request
 
 from .diagnostics import EVIDENCE_PREFIX, diagnose_replica
-from .replica_env import api_key
+from .replica_env import api_key, http_open
 
 DOCKER = "/usr/bin/docker"
 
@@ -49,7 +49,7 @@ def log(priority, message):
 def progress(url, timeout):
     """Sum of vLLM's prompt + generation token counters, or None when /metrics does not answer."""
     try:
-        with urllib.request.urlopen(url + "/metrics", timeout=timeout) as response:
+        with http_open(url + "/metrics", timeout=timeout) as response:
             text = response.read().decode("utf-8", "replace")
     except (urllib.error.URLError, OSError, ValueError):
         return None
@@ -76,7 +76,7 @@ def probe(replica, model, timeout):
     started = time.monotonic()
     reason = None
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with http_open(request, timeout=timeout) as response:
             answer = json.loads(response.read().decode("utf-8", "replace") or "{}")
             if not answer.get("choices"):
                 reason = "the completion came back without choices"
