@@ -479,26 +479,19 @@ def _copy_inventories(paths: list[str], private_data_dir: Path) -> None:
                 shutil.copytree(src.parent / neighbour, dest / neighbour)
 
 
-def main(argv: list[str] | None = None) -> int:
-    # Imported here so that --help and the pure helpers work without ansible-runner.
-    import ansible_runner
+def _resolve_args(args, parser, root):
+    """The run's inputs from the command line: {playbook, playbook_copy, mounts, cpath, inventories,
+    inventory_words, extravars}; a bad one ends the program through parser.error."""
+    from ._collection import collections_path
 
-    from ._collection import collection_root, collections_path
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    problem = ee_options_error(args)
-    if problem:
-        parser.error(problem)
     try:
-        root = collection_root()
         if args.ee:
             playbook, playbook_copy = ee_playbook(args.playbook, root, _fqcn_prefix(root))
             mounts = [ee_mount(m) for m in args.ee_mount]
             cpath = None
         else:
             playbook, playbook_copy = _resolve_path(args.playbook, root, "playbook"), None
-            cpath = collections_path(root)
+            mounts, cpath = [], collections_path(root)
         inventories, inventory_words = _inventory_args(args.inventory, root)
         extravars: dict = {}
         for arg in args.extra_vars:
@@ -507,44 +500,39 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--timeout must be a positive number of seconds")
     except (ValueError, RuntimeError) as exc:
         parser.error(str(exc))
+    return {"playbook": playbook, "playbook_copy": playbook_copy, "mounts": mounts, "cpath": cpath,
+            "inventories": inventories, "inventory_words": inventory_words, "extravars": extravars}
 
-    public_vars, secret_vars = split_extravars(extravars)
-    secrets = secret_values(secret_vars, os.environ)
 
-    base = Path(args.artifacts_dir).resolve() if args.artifacts_dir else Path(tempfile.gettempdir())
-    base.mkdir(parents=True, exist_ok=True)
-    private_data_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-", dir=base))
-    secret_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-secrets-"))  # 0700, never inside the run dir
+def _prepare_ee(args, root, run, secret_vars, private_data_dir):
+    """The run directory an execution environment sees at /runner (secrets file, playbook, ansible.cfg,
+    inventories); returns (extra command line words, ansible_runner's container options)."""
+    words = []
+    env_dir = private_data_dir / "env"
+    env_dir.mkdir(mode=0o700)
+    if secret_vars:
+        _write_private_json(env_dir, EE_SECRETS_FILE, secret_vars)
+        words += ["-e", "@/runner/env/" + EE_SECRETS_FILE]
+    project = private_data_dir / "project"
+    project.mkdir(mode=0o700)
+    if run["playbook_copy"] is not None:
+        shutil.copy2(run["playbook_copy"], project / run["playbook_copy"].name)
+    if (root / "ansible.cfg").is_file():
+        shutil.copy2(root / "ansible.cfg", project / "ansible.cfg")
+    _copy_inventories(run["inventories"], private_data_dir)
+    run["inventories"] = []  # in a container, ansible-runner always passes -i /runner/inventory
+    container = {
+        "process_isolation": True,
+        "process_isolation_executable": args.container_runtime or "docker",
+        "container_image": args.ee,
+        "container_volume_mounts": run["mounts"] or None,
+        "container_options": args.ee_option or None,
+    }
+    return words, container
 
-    cmdline = list(inventory_words)
-    container: dict = {}
-    if args.ee:
-        # Everything the container needs lies in the run directory, which it sees at /runner.
-        env_dir = private_data_dir / "env"
-        env_dir.mkdir(mode=0o700)
-        if secret_vars:
-            _write_private_json(env_dir, EE_SECRETS_FILE, secret_vars)
-            cmdline += ["-e", "@/runner/env/" + EE_SECRETS_FILE]
-        project = private_data_dir / "project"
-        project.mkdir(mode=0o700)
-        if playbook_copy is not None:
-            shutil.copy2(playbook_copy, project / playbook_copy.name)
-        if (root / "ansible.cfg").is_file():
-            shutil.copy2(root / "ansible.cfg", project / "ansible.cfg")
-        _copy_inventories(inventories, private_data_dir)
-        inventories = []  # in a container, ansible-runner always passes -i /runner/inventory
-        container = {
-            "process_isolation": True,
-            "process_isolation_executable": args.container_runtime or "docker",
-            "container_image": args.ee,
-            "container_volume_mounts": mounts or None,
-            "container_options": args.ee_option or None,
-        }
-    elif secret_vars:
-        cmdline += ["-e", "@" + str(_write_private_json(secret_dir, "extravars.json", secret_vars))]
-    if args.check:
-        cmdline.append("--check")
 
+def _envvars(args, root, cpath):
+    """The environment of the ansible-playbook run (in an execution environment: only what --pass-env names)."""
     if args.ee:
         envvars = passed_env(args.pass_env, os.environ)
         if (root / "ansible.cfg").is_file():
@@ -561,47 +549,101 @@ def main(argv: list[str] | None = None) -> int:
             envvars["ANSIBLE_CONFIG"] = str(root / "ansible.cfg")
     if not sys.stderr.isatty():  # Ansible writes to a pty here; colours only help a terminal reader
         envvars["ANSIBLE_NOCOLOR"] = "1"
+    return envvars
 
-    events: list[dict] = []
-    stdout_lines: list[str] = []
-    cancel = {"requested": False}
 
-    def on_event(event: dict) -> bool:
-        events.append(event)
+def _clean_up(args, private_data_dir, secret_dir, secrets, warnings):
+    """After the run: secret files removed, artifacts scrubbed of secret values; the run directory kept
+    (--keep-artifacts: its path returned) or removed (None)."""
+    shutil.rmtree(secret_dir, ignore_errors=True)
+    (private_data_dir / "env" / EE_SECRETS_FILE).unlink(missing_ok=True)
+    # Scan also when the directory is about to go: a leak is worth a warning either way.
+    redact_command_env(private_data_dir / "artifacts")
+    hits = scrub_tree(private_data_dir, secrets)
+    if hits:
+        warnings.append("secret values were found in these artifacts and overwritten (mark the tasks that "
+                        "print them no_log: true): " + ", ".join(hits))
+    if args.keep_artifacts:
+        return str(private_data_dir)
+    shutil.rmtree(private_data_dir, ignore_errors=True)
+    return None
+
+
+class _Output:
+    """The run's events, and the last 40 lines of its output with secrets masked (shown on stderr unless quiet)."""
+
+    def __init__(self, secrets, quiet):
+        self.secrets, self.quiet = secrets, quiet
+        self.events: list[dict] = []
+        self.lines: list[str] = []
+
+    def on_event(self, event: dict) -> bool:
+        self.events.append(event)
         text = event.get("stdout")
         if text:
-            text = redact(text, secrets)
-            stdout_lines.append(text)
-            del stdout_lines[:-40]
-            if not args.quiet:
+            text = redact(text, self.secrets)
+            self.lines.append(text)
+            del self.lines[:-40]
+            if not self.quiet:
                 print(text, file=sys.stderr, flush=True)
         return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Imported here so that --help and the pure helpers work without ansible-runner.
+    import ansible_runner
+
+    from ._collection import collection_root
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = ee_options_error(args)
+    if problem:
+        parser.error(problem)
+    try:
+        root = collection_root()
+    except (ValueError, RuntimeError) as exc:
+        parser.error(str(exc))
+    run = _resolve_args(args, parser, root)
+    public_vars, secret_vars = split_extravars(run["extravars"])
+    secrets = secret_values(secret_vars, os.environ)
+
+    base = Path(args.artifacts_dir).resolve() if args.artifacts_dir else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    private_data_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-", dir=base))
+    secret_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-secrets-"))  # 0700, never inside the run dir
+
+    cmdline = list(run["inventory_words"])
+    container: dict = {}
+    if args.ee:
+        # Everything the container needs lies in the run directory, which it sees at /runner.
+        words, container = _prepare_ee(args, root, run, secret_vars, private_data_dir)
+        cmdline += words
+    elif secret_vars:
+        cmdline += ["-e", "@" + str(_write_private_json(secret_dir, "extravars.json", secret_vars))]
+    if args.check:
+        cmdline.append("--check")
+    envvars = _envvars(args, root, run["cpath"])
+
+    output = _Output(secrets, args.quiet)
+    events, stdout_lines = output.events, output.lines
+    cancel = {"requested": False}
 
     def on_sigterm(signum, frame):  # CI cancels jobs with SIGTERM: stop Ansible, then clean up
         cancel["requested"] = True
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     started = time.monotonic()
-    warnings = []
+    warnings: list[str] = []
     status, rc = "error", 1
     try:
         result = ansible_runner.run(
-            private_data_dir=str(private_data_dir),
-            project_dir=None if args.ee else str(root),
-            playbook=playbook,
-            inventory=inventories if inventories else [],
-            extravars=public_vars or None,
-            cmdline=shlex.join(cmdline) if cmdline else None,
-            limit=args.limit,
-            tags=args.tags,
-            skip_tags=args.skip_tags,
-            envvars=envvars,
-            suppress_env_files=True,
-            quiet=True,
-            event_handler=on_event,
-            cancel_callback=lambda: cancel["requested"],
-            timeout=args.timeout,
-            **container,
+            private_data_dir=str(private_data_dir), project_dir=None if args.ee else str(root),
+            playbook=run["playbook"], inventory=run["inventories"] if run["inventories"] else [],
+            extravars=public_vars or None, cmdline=shlex.join(cmdline) if cmdline else None,
+            limit=args.limit, tags=args.tags, skip_tags=args.skip_tags, envvars=envvars,
+            suppress_env_files=True, quiet=True, event_handler=output.on_event,
+            cancel_callback=lambda: cancel["requested"], timeout=args.timeout, **container,
         )
         status, rc = result.status, result.rc
     except Exception as exc:  # ansible-runner could not start the run: report it like a failed run
@@ -609,22 +651,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         elapsed = time.monotonic() - started
         signal.signal(signal.SIGTERM, previous)
-        shutil.rmtree(secret_dir, ignore_errors=True)
-        (private_data_dir / "env" / EE_SECRETS_FILE).unlink(missing_ok=True)
-        # Scan also when the directory is about to go: a leak is worth a warning either way.
-        redact_command_env(private_data_dir / "artifacts")
-        hits = scrub_tree(private_data_dir, secrets)
-        if hits:
-            warnings.append("secret values were found in these artifacts and overwritten (mark the tasks that "
-                            "print them no_log: true): " + ", ".join(hits))
-        kept = None
-        if args.keep_artifacts:
-            kept = str(private_data_dir)
-        else:
-            shutil.rmtree(private_data_dir, ignore_errors=True)
+        kept = _clean_up(args, private_data_dir, secret_dir, secrets, warnings)
 
     summary = build_summary(
-        events, status=status, rc=rc, elapsed_s=elapsed, playbook=playbook, artifacts_dir=kept,
+        events, status=status, rc=rc, elapsed_s=elapsed, playbook=run["playbook"], artifacts_dir=kept,
         secrets=secrets, stdout_tail="\n".join(stdout_lines), check=args.check, warnings=warnings,
     )
     text = json.dumps(summary, indent=2, sort_keys=True)

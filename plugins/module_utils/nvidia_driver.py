@@ -199,43 +199,30 @@ def _check(ok, message, level="error"):
     return {"ok": bool(ok), "message": message, "level": level if not ok else "ok"}
 
 
-def evaluate(facts, image_cuda_version=None, min_driver_version=None, plan=None,
-             persistence="report", check_mig=True, nvswitch_devices_dir="/proc/driver/nvidia-nvswitch/devices"):
-    """Judge collected facts. Returns an ordered dict-like mapping check name -> {ok, level, message}.
-
-    facts: {smi_path, smi_rc, smi_output, parsed (parse_smi_xml result or None), nvswitch_devices (list),
-            fabricmanager_packages ([{name, version}]), fabricmanager_service ('active'|'inactive'|...|None),
-            service_manager ('systemd' or other)}
-    """
-    checks = {}
-    parsed = facts.get("parsed")
+def _check_nvml(facts, parsed):
+    """Whether NVML answers through nvidia-smi and lists GPUs (the other checks need it)."""
     smi_path = facts.get("smi_path")
-    systemd = facts.get("service_manager") == "systemd"
-
-    # 1. NVML answers through nvidia-smi.
     if not smi_path:
-        checks["nvml"] = _check(False, (
+        return _check(False, (
             "nvidia-smi was not found (looked in PATH and %s). Install the NVIDIA driver's utilities "
             "(Ubuntu: nvidia-utils-<branch>-server, or the cuda-drivers-<branch> package from NVIDIA's CUDA "
             "repository) or set nvidia_driver_nvidia_smi_path to the binary." % ", ".join(facts.get("searched", []))))
-        return checks
     if facts.get("smi_rc", 0) != 0 or parsed is None:
-        checks["nvml"] = _check(False, (
+        return _check(False, (
             "%s -q -x failed (rc=%s): %s. NVML cannot talk to the driver: check the kernel module is loaded "
             "(lsmod | grep nvidia; dmesg | grep -i nvrm), that the user-space utilities match the kernel module "
             "version (cat /proc/driver/nvidia/version), and reboot after a driver upgrade."
             % (smi_path, facts.get("smi_rc"), (facts.get("smi_output") or "").strip()[:400] or "no output")))
-        return checks
     if not parsed["gpus"]:
-        checks["nvml"] = _check(False, (
+        return _check(False, (
             "nvidia-smi answers but lists no GPU. Check the GPUs are visible on the PCI bus (lspci -d 10de:) and "
             "not bound to another driver (vfio-pci), or set llmfleet_accelerator: cpu for a host without GPUs."))
-        return checks
-    checks["nvml"] = _check(True, "nvidia-smi (%s) answers: driver %s, %d GPU(s)" % (
+    return _check(True, "nvidia-smi (%s) answers: driver %s, %d GPU(s)" % (
         smi_path, parsed["driver_version"], len(parsed["gpus"])))
 
-    # 2. Driver version against the pinned image's CUDA.
-    driver = parsed["driver_version"]
+
+def _check_driver_version(driver, image_cuda_version, min_driver_version):
+    """The driver against the pinned image's CUDA (or the minimum the user set)."""
     source = "set by nvidia_driver_min_version"
     required = min_driver_version
     if not required:
@@ -246,108 +233,139 @@ def evaluate(facts, image_cuda_version=None, min_driver_version=None, plan=None,
     except ValueError:
         too_old = True
     if too_old:
-        checks["driver_version"] = _check(False, (
+        return _check(False, (
             "NVIDIA driver %s is older than %s (%s). Containers of the pinned image would fail with "
             "'nvidia-container-cli: requirement error: unsatisfied condition: cuda>=%s'. Upgrade the driver to "
             "branch %s or newer (e.g. apt install nvidia-driver-%s-server-open, then reboot), or pin an image built "
             "for an older CUDA (nvidia_driver_image_cuda_version and the image tag together)." % (
                 driver, required, source, cuda_minor(image_cuda_version) if image_cuda_version else "?",
                 driver_branch(required), driver_branch(required))))
-    else:
-        checks["driver_version"] = _check(True, "driver %s >= %s (%s)" % (driver, required, source))
+    return _check(True, "driver %s >= %s (%s)" % (driver, required, source))
 
-    # 3. Persistence mode.
-    off = [g["index"] for g in parsed["gpus"] if not g["persistence_mode"]]
+
+def _check_persistence(gpus, persistence, systemd):
+    off = [g["index"] for g in gpus if not g["persistence_mode"]]
     if not off:
-        checks["persistence_mode"] = _check(True, "persistence mode is enabled on every GPU")
-    elif persistence == "report":
-        checks["persistence_mode"] = _check(False, (
+        return _check(True, "persistence mode is enabled on every GPU")
+    if persistence == "report":
+        return _check(False, (
             "persistence mode is disabled on GPU(s) %s (reported only). Set nvidia_driver_persistence_mode: enable "
             "to start nvidia-persistenced, or: systemctl enable --now nvidia-persistenced"
             % ", ".join(map(str, off))), level="warning")
-    else:
-        checks["persistence_mode"] = _check(False, (
-            "persistence mode is disabled on GPU(s) %s. Start NVIDIA's persistence daemon: systemctl enable --now "
-            "nvidia-persistenced (package nvidia-compute-utils-<branch> / nvidia-persistenced)%s." % (
-                ", ".join(map(str, off)),
-                "" if systemd else "; this host has no systemd, so run nvidia-persistenced from its own init")))
+    return _check(False, (
+        "persistence mode is disabled on GPU(s) %s. Start NVIDIA's persistence daemon: systemctl enable --now "
+        "nvidia-persistenced (package nvidia-compute-utils-<branch> / nvidia-persistenced)%s." % (
+            ", ".join(map(str, off)),
+            "" if systemd else "; this host has no systemd, so run nvidia-persistenced from its own init")))
 
-    # 4. MIG against the plan.
-    mig_on = [g["index"] for g in parsed["gpus"] if g["mig_current"].lower() == "enabled"]
-    mig_pending = [g["index"] for g in parsed["gpus"]
+
+def _check_mig(gpus, plan, check_mig):
+    """MIG against the plan: a GPU planned whole must not be in MIG mode."""
+    mig_on = [g["index"] for g in gpus if g["mig_current"].lower() == "enabled"]
+    mig_pending = [g["index"] for g in gpus
                    if g["mig_pending"].lower() == "enabled" and g["mig_current"].lower() != "enabled"]
     whole = planned_whole_gpus(plan)
     plan_note = "the plan's replicas" if whole is not None else "no llmfleet_plan given: every GPU counts as planned whole"
     if whole is None:
-        whole = [g["index"] for g in parsed["gpus"]]
+        whole = [g["index"] for g in gpus]
     clash = sorted(set(mig_on) & set(whole))
     if not check_mig:
-        checks["mig_mode"] = _check(True, "MIG check skipped (nvidia_driver_check_mig: false); MIG on: %s" % (mig_on or "none"))
-    elif clash:
-        checks["mig_mode"] = _check(False, (
+        return _check(True, "MIG check skipped (nvidia_driver_check_mig: false); MIG on: %s" % (mig_on or "none"))
+    if clash:
+        return _check(False, (
             "MIG mode is enabled on GPU(s) %s, which are planned as whole GPUs (%s). A MIG-enabled GPU cannot be "
             "handed to vLLM whole. Disable MIG (nvidia-smi -i %s -mig 0, then reset the GPU or reboot) or plan "
             "without these GPUs." % (", ".join(map(str, clash)), plan_note, ",".join(map(str, clash)))))
-    else:
-        note = "MIG mode: enabled on %s (not planned whole)" % mig_on if mig_on else "MIG mode is disabled on every GPU"
-        if mig_pending:
-            note += "; MIG pending enable on %s (takes effect after a GPU reset)" % mig_pending
-        checks["mig_mode"] = _check(True, note)
+    note = "MIG mode: enabled on %s (not planned whole)" % mig_on if mig_on else "MIG mode is disabled on every GPU"
+    if mig_pending:
+        note += "; MIG pending enable on %s (takes effect after a GPU reset)" % mig_pending
+    return _check(True, note)
 
-    # 5. NVSwitch / Fabric Manager.
-    devices = facts.get("nvswitch_devices") or []
-    participating = [g for g in parsed["gpus"] if g["fabric_participating"]]
-    not_ready = [g for g in participating if not fabric_ready(g)]
+
+def _fabric_problems(facts, driver, not_ready, systemd):
+    """(problems, service note, Fabric Manager package, its version) of an NVSwitch host."""
     fm_version, fm_package = _fabricmanager_version(facts.get("fabricmanager_packages"))
     service = facts.get("fabricmanager_service")
+    problems = []
+    if fm_version is None:
+        problems.append(
+            "nvidia-fabricmanager is not installed: install it at exactly the driver's version %s (package "
+            "nvidia-fabricmanager-%s or nvidia-fabricmanager, version %s) and hold it together with the driver "
+            "(apt-mark hold / dnf versionlock)" % (driver, driver_branch(driver), driver))
+    elif fm_version != driver:
+        problems.append(
+            "%s is at %s but the driver is %s: Fabric Manager must match the driver version exactly; install "
+            "%s at %s (and hold both packages so upgrades move them together)" % (
+                fm_package, fm_version, driver, fm_package, driver))
+    if not systemd:
+        service_note = "cannot check service state: no systemd"
+    elif service != "active":
+        service_note = "nvidia-fabricmanager.service is %s" % (service or "unknown")
+        problems.append("nvidia-fabricmanager.service is %s: systemctl enable --now nvidia-fabricmanager, then "
+                        "read journalctl -u nvidia-fabricmanager" % (service or "not found"))
+    else:
+        service_note = "nvidia-fabricmanager.service is active"
+    if not_ready:
+        problems.append("fabric state is not Completed on GPU(s) %s (%s)" % (
+            ", ".join(str(g["index"]) for g in not_ready),
+            ", ".join("%s/%s" % (g["fabric_state"], g["fabric_status"]) for g in not_ready)))
+    return problems, service_note, fm_package, fm_version
+
+
+def _check_fabric(facts, gpus, driver, systemd, nvswitch_devices_dir):
+    """NVSwitch / Fabric Manager: on an NVSwitch host it must match the driver, run, and train the fabric."""
+    devices = facts.get("nvswitch_devices") or []
+    participating = [g for g in gpus if g["fabric_participating"]]
+    not_ready = [g for g in participating if not fabric_ready(g)]
     if is_nvswitch_host(devices):
-        problems = []
-        if fm_version is None:
-            problems.append(
-                "nvidia-fabricmanager is not installed: install it at exactly the driver's version %s (package "
-                "nvidia-fabricmanager-%s or nvidia-fabricmanager, version %s) and hold it together with the driver "
-                "(apt-mark hold / dnf versionlock)" % (driver, driver_branch(driver), driver))
-        elif fm_version != driver:
-            problems.append(
-                "%s is at %s but the driver is %s: Fabric Manager must match the driver version exactly; install "
-                "%s at %s (and hold both packages so upgrades move them together)" % (
-                    fm_package, fm_version, driver, fm_package, driver))
-        if not systemd:
-            service_note = "cannot check service state: no systemd"
-        elif service != "active":
-            service_note = "nvidia-fabricmanager.service is %s" % (service or "unknown")
-            problems.append("nvidia-fabricmanager.service is %s: systemctl enable --now nvidia-fabricmanager, then "
-                            "read journalctl -u nvidia-fabricmanager" % (service or "not found"))
-        else:
-            service_note = "nvidia-fabricmanager.service is active"
-        if not_ready:
-            problems.append("fabric state is not Completed on GPU(s) %s (%s)" % (
-                ", ".join(str(g["index"]) for g in not_ready),
-                ", ".join("%s/%s" % (g["fabric_state"], g["fabric_status"]) for g in not_ready)))
+        problems, service_note, fm_package, fm_version = _fabric_problems(facts, driver, not_ready, systemd)
         if problems:
-            checks["fabric_manager"] = _check(False, (
+            return _check(False, (
                 "NVSwitch host (%d NVSwitch device(s) under %s): %s. %s" % (
                     len(devices), nvswitch_devices_dir, "; ".join(problems), CUDA_802_EXPLAINED)))
-        else:
-            checks["fabric_manager"] = _check(True, (
-                "NVSwitch host: %s %s matches the driver, %s, fabric Completed on every GPU" % (
-                    fm_package, fm_version, service_note)))
-    elif not_ready:
-        checks["fabric_manager"] = _check(False, (
+        return _check(True, (
+            "NVSwitch host: %s %s matches the driver, %s, fabric Completed on every GPU" % (
+                fm_package, fm_version, service_note)))
+    if not_ready:
+        return _check(False, (
             "GPU(s) %s belong to an NVSwitch fabric that is not trained (%s), and no NVSwitch is visible on this host "
             "(%s is empty): the fabric is managed outside it (e.g. by the hypervisor or service VM of an HGX "
             "system). Ask its operator to start Fabric Manager there. %s" % (
                 ", ".join(str(g["index"]) for g in not_ready),
                 ", ".join("%s/%s" % (g["fabric_state"], g["fabric_status"]) for g in not_ready),
                 nvswitch_devices_dir, CUDA_802_EXPLAINED)))
-    else:
-        detail = "no NVSwitch device under %s: Fabric Manager is not needed here" % nvswitch_devices_dir
-        if participating:
-            detail += " (fabric Completed on GPU(s) %s, managed outside this host)" % ", ".join(
-                str(g["index"]) for g in participating)
-        if not systemd:
-            detail += "; cannot check service state: no systemd"
-        checks["fabric_manager"] = _check(True, detail)
+    detail = "no NVSwitch device under %s: Fabric Manager is not needed here" % nvswitch_devices_dir
+    if participating:
+        detail += " (fabric Completed on GPU(s) %s, managed outside this host)" % ", ".join(
+            str(g["index"]) for g in participating)
+    if not systemd:
+        detail += "; cannot check service state: no systemd"
+    return _check(True, detail)
+
+
+def evaluate(facts, image_cuda_version=None, min_driver_version=None, plan=None,
+             persistence="report", check_mig=True, nvswitch_devices_dir="/proc/driver/nvidia-nvswitch/devices"):
+    """Judge collected facts. Returns an ordered dict-like mapping check name -> {ok, level, message}.
+
+    facts: {smi_path, smi_rc, smi_output, parsed (parse_smi_xml result or None), nvswitch_devices (list),
+            fabricmanager_packages ([{name, version}]), fabricmanager_service ('active'|'inactive'|...|None),
+            service_manager ('systemd' or other)}
+    """
+    parsed = facts.get("parsed")
+    systemd = facts.get("service_manager") == "systemd"
+    # 1. NVML answers through nvidia-smi (nothing else can be judged without it).
+    checks = {"nvml": _check_nvml(facts, parsed)}
+    if not checks["nvml"]["ok"]:
+        return checks
+    driver, gpus = parsed["driver_version"], parsed["gpus"]
+    # 2. Driver version against the pinned image's CUDA.
+    checks["driver_version"] = _check_driver_version(driver, image_cuda_version, min_driver_version)
+    # 3. Persistence mode.
+    checks["persistence_mode"] = _check_persistence(gpus, persistence, systemd)
+    # 4. MIG against the plan.
+    checks["mig_mode"] = _check_mig(gpus, plan, check_mig)
+    # 5. NVSwitch / Fabric Manager.
+    checks["fabric_manager"] = _check_fabric(facts, gpus, driver, systemd, nvswitch_devices_dir)
     return checks
 
 

@@ -33,6 +33,13 @@ options:
     type: list
     elements: str
     default: []
+  unit_properties:
+    description:
+      - The properties of each unit of O(units) to read (C(systemctl show --property)); empty - LoadState,
+        ActiveState, SubState, UnitFileState and NeedDaemonReload.
+    type: list
+    elements: str
+    default: []
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -53,6 +60,12 @@ EXAMPLES = r"""
     units: [docker.service]
   register: docker_state
 
+- name: Read how often a replica's unit restarted and how its last run ended
+  llmfleet.vllm.host_state:
+    units: [llmfleet-vllm@0.service]
+    unit_properties: [LoadState, ActiveState, SubState, Result, ExecMainStatus, NRestarts]
+  register: replica_unit
+
 - name: Install Docker only where it is missing
   ansible.builtin.apt:
     name: docker.io
@@ -71,7 +84,7 @@ packages:
   type: dict
   sample: {docker.io: {installed: true, status: ii, version: 20.10.24+dfsg1-1+deb12u1}}
 units:
-  description: For each unit, LoadState, ActiveState, SubState, UnitFileState and NeedDaemonReload ({} without systemd).
+  description: For each unit, the properties of O(unit_properties) ({} without systemd).
   returned: always
   type: dict
   sample: {docker.service: {ActiveState: active, SubState: running, UnitFileState: enabled}}
@@ -94,6 +107,7 @@ def main():
             files=dict(type="list", elements="path", default=[]),
             packages=dict(type="list", elements="str", default=[]),
             units=dict(type="list", elements="str", default=[]),
+            unit_properties=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -113,7 +127,8 @@ def main():
         if not systemctl:
             units[unit] = {}
             continue
-        rc, out, err = module.run_command([systemctl, "show", unit, "--property=" + UNIT_PROPERTIES])
+        rc, out, err = module.run_command([systemctl, "show", unit,
+                                           "--property=" + (",".join(p["unit_properties"]) or UNIT_PROPERTIES)])
         units[unit] = unit_properties(out) if rc == 0 else {}
 
     module.exit_json(changed=False, files=files, packages=packages, units=units)

@@ -66,7 +66,7 @@ options:
     type: int
     default: 0
   edge:
-    description: An edge (llmfleet-edge.service) listens on each replica's port in front of the container.
+    description: An edge (the unit O(edge_unit)) listens on each replica's port in front of the container.
     type: bool
     default: false
   edge_bind_address:
@@ -75,10 +75,17 @@ options:
     default: 0.0.0.0
   edge_config:
     description:
-      - The edge's HAProxy configuration. While C(llmfleet-edge.service) runs, the ports it binds are the edge's own
+      - The edge's HAProxy configuration. While O(edge_unit) runs, the ports it binds are the edge's own
         (used where the socket's process cannot be read from C(/proc)).
     type: path
     default: /etc/llmfleet/edge.cfg
+  edge_unit:
+    description:
+      - The edge's systemd unit (the C(vllm_server) role passes C(llmfleet-edge.service)). A port held by a process
+        of this unit (with or without O(edge), so one left from an earlier deployment too), or bound in O(edge_config)
+        while it runs and O(edge) is set, is the edge's. Empty - no edge unit is looked at.
+    type: str
+    default: ""
   model_dir:
     description: A model directory on the host to check for completeness (config, tokenizer files, every shard).
     type: path
@@ -237,8 +244,9 @@ def _unit_active(module, unit):
     return rc == 0 and out.strip() == "active"
 
 
-def _socket_owners(inodes):
-    """{inode: unit} for listening sockets held by a process of one of the collection's units (read from /proc)."""
+def _socket_owners(inodes, units_prefixes):
+    """{inode: unit} for listening sockets held by a process of one of the units named or prefixed by
+    units_prefixes (read from /proc)."""
     owners, wanted = {}, set(i for i in inodes if i and i != "0")
     if not wanted:
         return owners
@@ -253,7 +261,7 @@ def _socket_owners(inodes):
         held = set(link[8:-1] for link in links if link.startswith("socket:[")) & wanted
         if not held:
             continue
-        unit = unit_of_cgroup(read_text(os.path.join("/proc", pid, "cgroup")) or "")
+        unit = unit_of_cgroup(read_text(os.path.join("/proc", pid, "cgroup")) or "", units_prefixes)
         if unit:
             for inode in held:
                 owners[inode] = unit
@@ -286,65 +294,55 @@ def _unit_show(module, systemctl, unit):
     return unit_properties(out) if rc == 0 else {}
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            replicas=dict(type="list", elements="dict", required=True),
-            changed=dict(type="list", elements="str", default=[]),
-            config_dir=dict(type="path", default="/etc/llmfleet"),
-            unit_file=dict(type="path", default="/etc/systemd/system/llmfleet-vllm@.service"),
-            unit_prefix=dict(type="str", default="llmfleet-vllm@"),
-            container_prefix=dict(type="str", default="llmfleet-vllm-"),
-            docker_bin=dict(type="str", default="docker"),
-            bind_address=dict(type="str", default="0.0.0.0"),
-            port_offset=dict(type="int", default=0),
-            edge=dict(type="bool", default=False),
-            edge_bind_address=dict(type="str", default="0.0.0.0"),
-            edge_config=dict(type="path", default="/etc/llmfleet/edge.cfg"),
-            model_dir=dict(type="path"),
-            check_tokenizer=dict(type="bool", default=True),
-            units=dict(type="list", elements="str", default=[]),
-            health_base=dict(type="str", default=""),
-            health_timeout=dict(type="int", default=3),
-            read_files=dict(type="list", elements="path", default=[]),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
+def _listening_owners(module, p):
+    """(listening entries, {inode: unit}): the host's listening sockets and which of our units hold them."""
     listening = listening_entries((read_text("/proc/net/tcp") or "") + "\n" + (read_text("/proc/net/tcp6") or ""))
-    owners = _socket_owners([inode for _unused, _unused, inode in listening])
+    prefixes = tuple(x for x in (p["edge_unit"], p["unit_prefix"]) if x)
+    owners = _socket_owners([inode for _unused, _unused, inode in listening], prefixes)
     # Where /proc/<pid>/fd of the edge's worker cannot be read (it drops to user haproxy and turns undumpable;
     # without CAP_SYS_PTRACE, e.g. in a container, root cannot look), the edge's own configuration says which
     # ports are its own while its unit runs.
-    if p["edge"] and _unit_active(module, "llmfleet-edge.service"):
+    if p["edge"] and p["edge_unit"] and _unit_active(module, p["edge_unit"]):
         edge_ports = config_bind_ports(read_text(p["edge_config"]) or "")
         for _unused, port, inode in listening:
             if port in edge_ports and inode not in owners:
-                owners[inode] = "llmfleet-edge.service"
+                owners[inode] = p["edge_unit"]
+    return listening, owners
 
+
+def _containers(module, p):
+    """{name: {exists, running, created, ports, model_manifest, host_network}} of the containers named
+    container_prefix*."""
     containers = {}
     docker = module.get_bin_path(p["docker_bin"])
-    if docker:
-        rc, out, err = module.run_command([docker, "ps", "--all", "--no-trunc", "--filter",
-                                           "name=^" + p["container_prefix"], "--format", "{{.Names}}"])
-        names = [n.strip() for n in out.splitlines() if n.strip().startswith(p["container_prefix"])] if rc == 0 else []
-        if names:
-            rc, out, err = module.run_command([docker, "inspect", "--format", INSPECT_FORMAT] + names)
-            for line in out.splitlines():
-                cols = line.split("\t")
-                if len(cols) != 6:
-                    continue
-                try:
-                    name, created, running, ports, labels, network_mode = [json.loads(c) for c in cols]
-                except ValueError:
-                    continue
-                name = name.lstrip("/")
-                containers[name] = {"exists": True, "running": bool(running), "created": docker_time(created),
-                                    "ports": sorted(published_ports(ports)) if running else [],
-                                    "model_manifest": (labels or {}).get(MANIFEST_LABEL),
-                                    "host_network": network_mode == "host"}
-    # A rank of a model served over several hosts runs on the host's network (no published port): the port its
-    # vLLM listens on is its own.
+    if not docker:
+        return containers
+    rc, out, err = module.run_command([docker, "ps", "--all", "--no-trunc", "--filter",
+                                       "name=^" + p["container_prefix"], "--format", "{{.Names}}"])
+    names = [n.strip() for n in out.splitlines() if n.strip().startswith(p["container_prefix"])] if rc == 0 else []
+    if not names:
+        return containers
+    rc, out, err = module.run_command([docker, "inspect", "--format", INSPECT_FORMAT] + names)
+    for line in out.splitlines():
+        cols = line.split("\t")
+        if len(cols) != 6:
+            continue
+        try:
+            name, created, running, ports, labels, network_mode = [json.loads(c) for c in cols]
+        except ValueError:
+            continue
+        name = name.lstrip("/")
+        containers[name] = {"exists": True, "running": bool(running), "created": docker_time(created),
+                            "ports": sorted(published_ports(ports)) if running else [],
+                            "model_manifest": (labels or {}).get(MANIFEST_LABEL),
+                            "host_network": network_mode == "host"}
+    _host_network_ports(containers, p)
+    return containers
+
+
+def _host_network_ports(containers, p):
+    """A rank of a model served over several hosts runs on the host's network (no published port): the port its
+    vLLM listens on is its own."""
     for replica in p["replicas"]:
         held = containers.get(p["container_prefix"] + str(replica.get("name")))
         if held and held["running"] and held.get("host_network"):
@@ -352,66 +350,98 @@ def main():
                 held["ports"] = sorted(set(held["ports"]) | {int(replica.get("port")) + p["port_offset"]})
             except (TypeError, ValueError):
                 pass
-    ours = dict((name, set(c["ports"])) for name, c in containers.items())
 
-    systemctl = module.get_bin_path("systemctl")
-    template_mtime = _mtime(p["unit_file"])
-    result_replicas, restart = [], []
-    for replica in p["replicas"]:
-        name = str(replica.get("name"))
+
+def _replica(module, p, replica, seen):
+    """The state of one replica: unit, container, config age, verdict, the holders of its ports, health.
+    seen: {systemctl, containers, ours, listening, owners, template_mtime} read once for all replicas."""
+    name = str(replica.get("name"))
+    try:
+        port = int(replica.get("port"))
+    except (TypeError, ValueError):
+        module.fail_json(msg="replica %s has no valid port: %r" % (name, replica.get("port")))
+    unit = _unit_show(module, seen["systemctl"], p["unit_prefix"] + name + ".service")
+    container = seen["containers"].get(p["container_prefix"] + name, {"exists": False, "running": False,
+                                                                      "created": None, "ports": []})
+    times = [t for t in [_mtime(os.path.join(p["config_dir"], "vllm-%s.%s" % (name, ext)))
+                         for ext in ("run", "env", "unit.conf")] + [seen["template_mtime"]] if t is not None]
+    config_mtime = max(times) if times else None
+    verdict = replica_verdict(unit, container, config_mtime, changed=name in p["changed"])
+    container_port = port + p["port_offset"]
+    wanted = [(container_port, p["bind_address"], "container")] + ([(port, p["edge_bind_address"], "edge")]
+                                                                   if p["edge"] else [])
+    checked = [{"port": number, "address": address, "role": role,
+                "holder": port_holder(number, name, seen["listening"], seen["ours"], p["container_prefix"],
+                                      address, seen["owners"])}
+               for number, address, role in wanted]
+    holders = [c["holder"] for c in checked]
+    health = None
+    if p["health_base"] and container.get("running"):
+        health = _health("%s%d/health" % (p["health_base"], container_port), p["health_timeout"])
+    return {
+        "name": name, "port": port, "container_port": container_port, "ports": checked,
+        "unit": unit, "up": unit_up(unit, running=True), "health": health,
+        "container": container, "config_mtime": config_mtime,
+        "action": verdict["action"], "reasons": verdict["reasons"], "stale": verdict["stale"],
+        "port_holder": "other" if "other" in holders else holders[0],
+    }
+
+
+def _model_problems(model_dir, check_tokenizer):
+    """What the model directory lacks (config, tokenizer files, shards of its index), [] when complete."""
+    if not model_dir:
+        return []
+    if not os.path.isdir(model_dir):
+        return ["the model directory %s does not exist on this host" % model_dir]
+    names = _list_dir(model_dir)
+    index = None
+    if "model.safetensors.index.json" in names:
         try:
-            port = int(replica.get("port"))
-        except (TypeError, ValueError):
-            module.fail_json(msg="replica %s has no valid port: %r" % (name, replica.get("port")))
-        unit = _unit_show(module, systemctl, p["unit_prefix"] + name + ".service")
-        container = containers.get(p["container_prefix"] + name, {"exists": False, "running": False,
-                                                                  "created": None, "ports": []})
-        times = [t for t in [_mtime(os.path.join(p["config_dir"], "vllm-%s.%s" % (name, ext)))
-                             for ext in ("run", "env", "unit.conf")] + [template_mtime] if t is not None]
-        config_mtime = max(times) if times else None
-        verdict = replica_verdict(unit, container, config_mtime, changed=name in p["changed"])
-        if verdict["action"] == "restarted":
-            restart.append(name)
-        container_port = port + p["port_offset"]
-        checked = [{"port": container_port, "address": p["bind_address"], "role": "container",
-                    "holder": port_holder(container_port, name, listening, ours, p["container_prefix"],
-                                          p["bind_address"], owners)}]
-        if p["edge"]:
-            checked.append({"port": port, "address": p["edge_bind_address"], "role": "edge",
-                            "holder": port_holder(port, name, listening, ours, p["container_prefix"],
-                                                  p["edge_bind_address"], owners)})
-        holders = [c["holder"] for c in checked]
-        health = None
-        if p["health_base"] and container.get("running"):
-            health = _health("%s%d/health" % (p["health_base"], container_port), p["health_timeout"])
-        result_replicas.append({
-            "name": name, "port": port, "container_port": container_port, "ports": checked,
-            "unit": unit, "up": unit_up(unit, running=True), "health": health,
-            "container": container, "config_mtime": config_mtime,
-            "action": verdict["action"], "reasons": verdict["reasons"], "stale": verdict["stale"],
-            "port_holder": "other" if "other" in holders else holders[0],
-        })
+            index = json.loads(read_text(os.path.join(model_dir, "model.safetensors.index.json")) or "")
+        except ValueError:
+            index = {}
+    return model_dir_problems(names, index, where="the model directory %s" % model_dir,
+                              check_tokenizer=check_tokenizer)
 
-    model_problems = []
-    if p["model_dir"]:
-        if not os.path.isdir(p["model_dir"]):
-            model_problems = ["the model directory %s does not exist on this host" % p["model_dir"]]
-        else:
-            names = _list_dir(p["model_dir"])
-            index = None
-            if "model.safetensors.index.json" in names:
-                try:
-                    index = json.loads(read_text(os.path.join(p["model_dir"], "model.safetensors.index.json")) or "")
-                except ValueError:
-                    index = {}
-            model_problems = model_dir_problems(names, index, where="the model directory %s" % p["model_dir"],
-                                                check_tokenizer=p["check_tokenizer"])
 
-    units = dict((unit, _unit_show(module, systemctl, unit)) for unit in p["units"])
+ARGUMENT_SPEC = dict(
+    replicas=dict(type="list", elements="dict", required=True),
+    changed=dict(type="list", elements="str", default=[]),
+    config_dir=dict(type="path", default="/etc/llmfleet"),
+    unit_file=dict(type="path", default="/etc/systemd/system/llmfleet-vllm@.service"),
+    unit_prefix=dict(type="str", default="llmfleet-vllm@"),
+    container_prefix=dict(type="str", default="llmfleet-vllm-"),
+    docker_bin=dict(type="str", default="docker"),
+    bind_address=dict(type="str", default="0.0.0.0"),
+    port_offset=dict(type="int", default=0),
+    edge=dict(type="bool", default=False),
+    edge_bind_address=dict(type="str", default="0.0.0.0"),
+    edge_config=dict(type="path", default="/etc/llmfleet/edge.cfg"),
+    edge_unit=dict(type="str", default=""),
+    model_dir=dict(type="path"),
+    check_tokenizer=dict(type="bool", default=True),
+    units=dict(type="list", elements="str", default=[]),
+    health_base=dict(type="str", default=""),
+    health_timeout=dict(type="int", default=3),
+    read_files=dict(type="list", elements="path", default=[]),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    listening, owners = _listening_owners(module, p)
+    containers = _containers(module, p)
+    seen = {"systemctl": module.get_bin_path("systemctl"), "containers": containers, "listening": listening,
+            "owners": owners, "template_mtime": _mtime(p["unit_file"]),
+            "ours": dict((name, set(c["ports"])) for name, c in containers.items())}
+    result_replicas = [_replica(module, p, replica, seen) for replica in p["replicas"]]
+    restart = [r["name"] for r in result_replicas if r["action"] == "restarted"]
+    units = dict((unit, _unit_show(module, seen["systemctl"], unit)) for unit in p["units"])
     files = dict((path, read_text(path)) for path in p["read_files"])
     module.exit_json(changed=False, replicas=result_replicas, restart=restart, units=units, files=files,
                      listening_ports=sorted(set(port for _unused, port, _unused in listening)),
-                     model_problems=model_problems,
+                     model_problems=_model_problems(p["model_dir"], p["check_tokenizer"]),
                      model_manifest=model_dir_digest(p["model_dir"]) if p["model_dir"] else None)
 
 

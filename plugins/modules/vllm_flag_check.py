@@ -88,18 +88,19 @@ options:
         (e.g. C(VLLM_ENABLE_PREFIX_CACHING)) are refused, with a warning.
     type: dict
   env_var:
-    description: The variable O(env) comes from, for messages.
+    description: The variable O(env) comes from, for messages (the C(vllm_server) role passes its own).
     type: str
-    default: vllm_server_env
+    default: env
   args_extra:
     description:
-      - The user's extra flags (flag -> value, C(vllm_server_args_extra)); an unknown flag among them is refused
-        naming O(args_extra_var), the flags of the plan naming the plan.
+      - The user's extra flags (flag -> value, for example the C(vllm_server) role's C(vllm_server_args_extra)); an
+        unknown flag among them, or a JSON flag among O(args) that does not parse, is refused naming
+        O(args_extra_var), the flags of the plan naming the plan.
     type: dict
   args_extra_var:
-    description: The variable O(args_extra) comes from, for messages.
+    description: The variable O(args_extra) comes from, for messages (the C(vllm_server) role passes its own).
     type: str
-    default: vllm_server_args_extra
+    default: args_extra
   model_dir:
     description:
       - The model directory on this host. Its C(config.json) attention head size (C(head_dim), else C(hidden_size) /
@@ -107,6 +108,10 @@ options:
         backends for O(accelerator) support (read from the image with the flags and cached likewise); a model the
         engine could load but not run is refused before anything is restarted.
     type: path
+  model_var:
+    description: The variables that choose the model in O(model_dir), named by a head-size refusal as the fix.
+    type: str
+    default: model_dir
   accelerator:
     description: C(gpu) or C(cpu), the attention backends O(model_dir) is checked against.
     type: str
@@ -263,160 +268,171 @@ def _read(path):
     return None
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            image=dict(type="str", required=True),
-            args=dict(type="list", elements="str", required=True),
-            min_vllm_version=dict(type="str"),
-            model=dict(type="str"),
-            vllm_version=dict(type="str"),
-            cache_dir=dict(type="path", default="/var/cache/llmfleet/vllm-help"),
-            # no_log: not echoed back (150 KB of help text); it holds no secret.
-            seed=dict(type="str", no_log=True),
-            return_image_facts=dict(type="bool", default=False),
-            docker_bin=dict(type="str", default="docker"),
-            entrypoint=dict(type="str"),
-            entrypoint_args=dict(type="list", elements="str", default=[]),
-            help_args=dict(type="list", elements="str", default=["--help=all"]),
-            docker_run_args=dict(type="list", elements="str", default=["--network", "none"]),
-            timeout=dict(type="int", default=180),
-            env=dict(type="dict"),
-            env_var=dict(type="str", default="vllm_server_env"),
-            args_extra=dict(type="dict"),
-            args_extra_var=dict(type="str", default="vllm_server_args_extra"),
-            model_dir=dict(type="path"),
-            accelerator=dict(type="str", default="gpu"),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    image = p["image"]
-    docker = module.get_bin_path(p["docker_bin"], required=True)
-    if p["min_vllm_version"]:
+ARGUMENT_SPEC = dict(
+    image=dict(type="str", required=True),
+    args=dict(type="list", elements="str", required=True),
+    min_vllm_version=dict(type="str"),
+    model=dict(type="str"),
+    vllm_version=dict(type="str"),
+    cache_dir=dict(type="path", default="/var/cache/llmfleet/vllm-help"),
+    # no_log: not echoed back (150 KB of help text); it holds no secret.
+    seed=dict(type="str", no_log=True),
+    return_image_facts=dict(type="bool", default=False),
+    docker_bin=dict(type="str", default="docker"),
+    entrypoint=dict(type="str"),
+    entrypoint_args=dict(type="list", elements="str", default=[]),
+    help_args=dict(type="list", elements="str", default=["--help=all"]),
+    docker_run_args=dict(type="list", elements="str", default=["--network", "none"]),
+    timeout=dict(type="int", default=180),
+    env=dict(type="dict"),
+    env_var=dict(type="str", default="env"),
+    args_extra=dict(type="dict"),
+    args_extra_var=dict(type="str", default="args_extra"),
+    model_dir=dict(type="path"),
+    model_var=dict(type="str", default="model_dir"),
+    accelerator=dict(type="str", default="gpu"),
+)
+
+
+def _usable_help(text):
+    return len(parse_help(text or "")) >= MIN_FLAGS and not help_is_summary(text or "")
+
+
+class Image(object):
+    """The image on this host: its ID, throw-away runs of it, and this host's cache of what they told."""
+
+    def __init__(self, module, p):
+        self.module, self.p, self.name = module, p, p["image"]
+        self.docker = module.get_bin_path(p["docker_bin"], required=True)
+        rc, out, err = module.run_command([self.docker, "image", "inspect", "--format",
+                                           "{{.Id}} {{json .RepoDigests}}", self.name])
+        if rc != 0 or not out.strip():
+            module.fail_json(msg="The image %s is not present on this host (%s): pull it before checking flags."
+                             % (self.name, (err or out).strip()[:300]))
+        self.id, _sep, digests_json = out.strip().partition(" ")
         try:
-            parse_version(p["min_vllm_version"])
+            self.repo_digests = [str(d) for d in json.loads(digests_json or "[]") or []]
         except ValueError:
-            module.fail_json(msg="min_vllm_version %r is not a version (expected e.g. 0.17.0)" % p["min_vllm_version"])
+            self.repo_digests = []
+        key = self.id.split(":", 1)[-1]
+        self.help_path, self.version_path, self.envs_path, self.attention_path = [
+            os.path.join(p["cache_dir"], key + suffix) for suffix in (".txt", ".version", ".envs.json",
+                                                                      ".attention.json")]
 
-    rc, out, err = module.run_command([docker, "image", "inspect", "--format", "{{.Id}} {{json .RepoDigests}}", image])
-    if rc != 0 or not out.strip():
-        module.fail_json(msg="The image %s is not present on this host (%s): pull it before checking flags."
-                         % (image, (err or out).strip()[:300]))
-    image_id, _sep, digests_json = out.strip().partition(" ")
-    try:
-        repo_digests = [str(d) for d in json.loads(digests_json or "[]") or []]
-    except ValueError:
-        repo_digests = []
-    key = image_id.split(":", 1)[-1]
-    help_path = os.path.join(p["cache_dir"], key + ".txt")
-    version_path = os.path.join(p["cache_dir"], key + ".version")
-    envs_path = os.path.join(p["cache_dir"], key + ".envs.json")
-    attention_path = os.path.join(p["cache_dir"], key + ".attention.json")
-
-    def run_in_image(entrypoint, args):
-        cmd = [docker, "run", "--rm"] + list(p["docker_run_args"])
+    def run(self, entrypoint, args):
+        cmd = [self.docker, "run", "--rm"] + list(self.p["docker_run_args"])
         if entrypoint:
             cmd += ["--entrypoint", entrypoint]
-        cmd += [image] + list(args)
-        timeout_bin = module.get_bin_path("timeout")
+        cmd += [self.name] + list(args)
+        timeout_bin = self.module.get_bin_path("timeout")
         if timeout_bin:
             # SIGTERM to the docker CLI stops the container too (--rm removes it).
-            cmd = [timeout_bin, str(p["timeout"])] + cmd
-        return module.run_command(cmd, environ_update={"LC_ALL": "C"})
+            cmd = [timeout_bin, str(self.p["timeout"])] + cmd
+        return self.module.run_command(cmd, environ_update={"LC_ALL": "C"})
 
-    def keep(help_text, facts):
+    def keep(self, help_text, facts):
         """This host's cache of the image's help text, version and environment variable names."""
-        _write(help_path, help_text)
+        if self.module.check_mode:
+            return
+        _write(self.help_path, help_text)
         if facts.get("version"):
-            _write(version_path, facts["version"] + "\n")
+            _write(self.version_path, facts["version"] + "\n")
         if facts.get("envs"):
-            _write(envs_path, json.dumps(facts["envs"]) + "\n")
+            _write(self.envs_path, json.dumps(facts["envs"]) + "\n")
         if facts.get("attention"):
-            _write(attention_path, json.dumps({"attention": facts["attention"],
-                                               "attention_dtypes": facts.get("attention_dtypes") or {}}) + "\n")
+            _write(self.attention_path, json.dumps({"attention": facts["attention"],
+                                                    "attention_dtypes": facts.get("attention_dtypes") or {}}) + "\n")
 
-    help_text = _read(help_path)
+
+def _known_facts(img, p):
+    """(help_text, from_cache, source, facts) from this host's cache, else from the controller's seed."""
+    help_text = _read(img.help_path)
     from_cache = help_text is not None and len(parse_help(help_text)) >= MIN_FLAGS
     source = "host" if from_cache else "image"
-    facts, image_facts = {}, None
+    facts = {}
     try:
         seed = json.loads(p["seed"]) if p["seed"] else {}
     except ValueError:
         seed = {}
     if not isinstance(seed, dict):
         seed = {}
-    if not from_cache and seed.get("image_id") == image_id and not p["entrypoint"]:
+    if not from_cache and seed.get("image_id") == img.id and not p["entrypoint"]:
         candidate = seed.get("help") or ""
-        if len(parse_help(candidate)) >= MIN_FLAGS and not help_is_summary(candidate):
+        if _usable_help(candidate):
             help_text, from_cache, source = candidate, True, "seed"
             facts = dict((k, seed[k]) for k in ("version", "envs", "attention", "attention_dtypes") if seed.get(k))
-            if not module.check_mode:
-                keep(help_text, facts)
+            img.keep(help_text, facts)
     try:
-        cached_attention = json.loads(_read(attention_path) or "null")
+        cached_attention = json.loads(_read(img.attention_path) or "null")
     except ValueError:
         cached_attention = None
     if isinstance(cached_attention, dict) and not facts.get("attention"):
         facts.update(cached_attention)
+    return help_text, from_cache, source, facts
+
+
+def _image_facts(img, p, help_text, from_cache, facts):
+    """(help_text, facts, image_facts): the image run once for all its facts where the cache lacks them."""
+    image_facts = None
     # The model's head size needs the image's attention backends: a cache from before they were read runs the image
     # once more.
     want_attention = bool(p["model_dir"]) and not facts.get("attention")
     if (not from_cache or want_attention) and not p["entrypoint"]:
         known_help = help_text if from_cache else None
-        rc, out, err = run_in_image("python3", ["-c", IMAGE_FACTS_SCRIPT, json.dumps(list(p["help_args"]))])
+        rc, out, err = img.run("python3", ["-c", IMAGE_FACTS_SCRIPT, json.dumps(list(p["help_args"]))])
         facts = parse_image_facts(out) if rc == 0 else {}
         try:
             parse_version(facts.get("version") or "")
         except ValueError:
             facts.pop("version", None)
         candidate = facts.get("help") or known_help or ""
-        if len(parse_help(candidate)) >= MIN_FLAGS and not help_is_summary(candidate):
+        if _usable_help(candidate):
             help_text = candidate
             if p["return_image_facts"]:
-                image_facts = dict(image_id=image_id, help=candidate, version=facts.get("version"),
-                                   envs=facts.get("envs"), repo_digests=repo_digests,
+                image_facts = dict(image_id=img.id, help=candidate, version=facts.get("version"),
+                                   envs=facts.get("envs"), repo_digests=img.repo_digests,
                                    attention=facts.get("attention"), attention_dtypes=facts.get("attention_dtypes"))
-            if not module.check_mode:
-                keep(help_text, facts)
-    if help_text is None or len(parse_help(help_text)) < MIN_FLAGS:
-        attempts = [list(p["help_args"])]
-        if p["help_args"] != ["--help"]:
-            attempts.append(["--help"])
-        tried = []
-        help_text = ""
-        for help_args in attempts:
-            rc, out, err = run_in_image(p["entrypoint"], list(p["entrypoint_args"]) + help_args)
-            tried.append("%s (rc %s)" % (" ".join(help_args), rc))
-            if len(parse_help(out)) >= MIN_FLAGS and not help_is_summary(out):
-                help_text = out
-                break
-        if not help_text:
-            module.fail_json(
-                msg="Could not read `vllm serve` flags from image %s (tried %s); set entrypoint/entrypoint_args to "
-                    "what the unit runs. Last output: %s" % (image, ", ".join(tried), (err or out).strip()[-600:]))
-        if not module.check_mode:
-            _write(help_path, help_text)
-    flags = parse_help(help_text)
+            img.keep(help_text, facts)
+    return help_text, facts, image_facts
 
-    version = p["vllm_version"] or facts.get("version") or (_read(version_path) or "").strip() or None
+
+def _help_from_entrypoint(module, img, p):
+    """The help text from the image's own entry point (help_args, then --help), or a failure naming both."""
+    attempts = [list(p["help_args"])]
+    if p["help_args"] != ["--help"]:
+        attempts.append(["--help"])
+    tried = []
+    for help_args in attempts:
+        rc, out, err = img.run(p["entrypoint"], list(p["entrypoint_args"]) + help_args)
+        tried.append("%s (rc %s)" % (" ".join(help_args), rc))
+        if _usable_help(out):
+            if not module.check_mode:
+                _write(img.help_path, out)
+            return out
+    module.fail_json(
+        msg="Could not read `vllm serve` flags from image %s (tried %s); set entrypoint/entrypoint_args to "
+            "what the unit runs. Last output: %s" % (img.name, ", ".join(tried), (err or out).strip()[-600:]))
+
+
+def _version(module, img, p, facts):
+    """The image's vLLM version: given, from its facts or this host's cache, else asked of the image when needed."""
+    version = p["vllm_version"] or facts.get("version") or (_read(img.version_path) or "").strip() or None
     if version is None and p["min_vllm_version"]:
-        rc, out, err = run_in_image("python3", ["-c", VERSION_SCRIPT])
+        rc, out, err = img.run("python3", ["-c", VERSION_SCRIPT])
         candidate = (out or "").strip().splitlines()[-1:] if rc == 0 else []
         if candidate:
             try:
                 parse_version(candidate[0])
                 version = candidate[0]
                 if not module.check_mode:
-                    _write(version_path, version + "\n")
+                    _write(img.version_path, version + "\n")
             except ValueError:
                 version = None
+    return version
 
-    result = dict(changed=False, image_id=image_id, vllm_version=version, flags_known=len(flags),
-                  flags_checked=len(list(argv_flags(p["args"]))), help_cache=help_path, from_cache=from_cache,
-                  facts_source=source, problems=[], env_known=None, attention=facts.get("attention"), head_dim=None)
-    if image_facts:
-        result["image_facts"] = image_facts
+
+def _check_flags(module, p, img, flags, help_text, version, result):
+    """Refuse unknown flags (naming args_extra_var for the user's own) and JSON flags that do not parse."""
     problems = validate_argv(p["args"], flags)
     try:
         extra = set(normalize_flag(t) for t in render_vllm_args(p["args_extra"] or {}) if t.startswith("--"))
@@ -427,57 +443,90 @@ def main():
             problem["var"] = p["args_extra_var"]
     if problems:
         result["problems"] = problems
-        module.fail_json(msg=" ".join(format_problems(problems, image, image_id[:19], version))
+        module.fail_json(msg=" ".join(format_problems(problems, img.name, img.id[:19], version))
                          + " Nothing was restarted.", **result)
     bad_json = json_argv_problems(p["args"], json_flags_from_help(help_text) | JSON_FLAGS)
     if bad_json:
         result["problems"] = bad_json
         module.fail_json(msg=" ".join(
-            "%s takes JSON, but %r does not parse (%s): fix it in vllm_server_args_extra (a YAML dict is rendered as "
-            "JSON)." % (b["flag"], b["value"], b["error"]) for b in bad_json) + " Nothing was restarted.", **result)
-    if p["env"]:
+            "%s takes JSON, but %r does not parse (%s): fix it in %s (a YAML dict is rendered as JSON)."
+            % (b["flag"], b["value"], b["error"], p["args_extra_var"]) for b in bad_json)
+            + " Nothing was restarted.", **result)
+
+
+def _check_env(module, p, img, facts, result):
+    """Refuse VLLM_* names in env that the image's vLLM does not read."""
+    known = None
+    cached = _read(img.envs_path)
+    try:
+        known = facts.get("envs") or (json.loads(cached) if cached else None)
+    except ValueError:
         known = None
-        cached = _read(envs_path)
+    if known is None and any(str(k).startswith("VLLM_") for k in p["env"]):
+        rc, out, err = img.run("python3", ["-c", ENV_SCRIPT])
         try:
-            known = facts.get("envs") or (json.loads(cached) if cached else None)
-        except ValueError:
+            known = json.loads((out or "").strip().splitlines()[-1]) if rc == 0 else None
+        except (ValueError, IndexError):
             known = None
-        if known is None and any(str(k).startswith("VLLM_") for k in p["env"]):
-            rc, out, err = run_in_image("python3", ["-c", ENV_SCRIPT])
-            try:
-                known = json.loads((out or "").strip().splitlines()[-1]) if rc == 0 else None
-            except (ValueError, IndexError):
-                known = None
-            if known and not module.check_mode:
-                _write(envs_path, json.dumps(known) + "\n")
-            if not known:
-                module.warn("Could not read vLLM's environment variables from image %s (rc %s: %s); only the names "
-                            "vLLM is known not to read are checked." % (image, rc, (err or out).strip()[-300:]))
-        result["env_known"] = len(known) if known else None
-        env_bad = env_problems(p["env"], known=known or None, var=p["env_var"], image=image)
-        if env_bad:
-            module.fail_json(msg=" ".join(env_bad) + " Nothing was restarted.", **result)
-    if p["model_dir"]:
-        config = None
+        if known and not module.check_mode:
+            _write(img.envs_path, json.dumps(known) + "\n")
+        if not known:
+            module.warn("Could not read vLLM's environment variables from image %s (rc %s: %s); only the names "
+                        "vLLM is known not to read are checked." % (img.name, rc, (err or out).strip()[-300:]))
+    result["env_known"] = len(known) if known else None
+    env_bad = env_problems(p["env"], known=known or None, var=p["env_var"], image=img.name)
+    if env_bad:
+        module.fail_json(msg=" ".join(env_bad) + " Nothing was restarted.", **result)
+
+
+def _check_model(module, p, img, facts, result):
+    """Refuse a model whose attention head size none of the image's backends for the accelerator supports."""
+    config = None
+    try:
+        with open(os.path.join(p["model_dir"], "config.json")) as handle:
+            config = json.load(handle)
+    except (IOError, OSError, ValueError):
+        config = None  # the model directory check (replica_state) names what is missing
+    result["head_dim"] = model_head_dim(config)
+    if not facts.get("attention"):
+        module.warn("Could not read the attention backends of image %s: the model's head size was not checked."
+                    % img.name)
+    problem = head_size_problem(config, facts.get("attention"), p["accelerator"],
+                                model="The model in %s" % p["model_dir"], image=img.name, fix_var=p["model_var"])
+    if problem:
+        module.fail_json(msg=problem + " Nothing was restarted.", **result)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    if p["min_vllm_version"]:
         try:
-            with open(os.path.join(p["model_dir"], "config.json")) as handle:
-                config = json.load(handle)
-        except (IOError, OSError, ValueError):
-            config = None  # the model directory check (replica_state) names what is missing
-        result["head_dim"] = model_head_dim(config)
-        if not facts.get("attention"):
-            module.warn("Could not read the attention backends of image %s: the model's head size was not checked."
-                        % image)
-        problem = head_size_problem(config, facts.get("attention"), p["accelerator"],
-                                    model="The model in %s" % p["model_dir"], image=image,
-                                    fix_var="llmfleet_model, model_weights_*")
-        if problem:
-            module.fail_json(msg=problem + " Nothing was restarted.", **result)
+            parse_version(p["min_vllm_version"])
+        except ValueError:
+            module.fail_json(msg="min_vllm_version %r is not a version (expected e.g. 0.17.0)" % p["min_vllm_version"])
+    img = Image(module, p)
+    help_text, from_cache, source, facts = _known_facts(img, p)
+    help_text, facts, image_facts = _image_facts(img, p, help_text, from_cache, facts)
+    if help_text is None or len(parse_help(help_text)) < MIN_FLAGS:
+        help_text = _help_from_entrypoint(module, img, p)
+    flags = parse_help(help_text)
+    version = _version(module, img, p, facts)
+    result = dict(changed=False, image_id=img.id, vllm_version=version, flags_known=len(flags),
+                  flags_checked=len(list(argv_flags(p["args"]))), help_cache=img.help_path, from_cache=from_cache,
+                  facts_source=source, problems=[], env_known=None, attention=facts.get("attention"), head_dim=None)
+    if image_facts:
+        result["image_facts"] = image_facts
+    _check_flags(module, p, img, flags, help_text, version, result)
+    if p["env"]:
+        _check_env(module, p, img, facts, result)
+    if p["model_dir"]:
+        _check_model(module, p, img, facts, result)
     if p["min_vllm_version"]:
         if version is None:
             module.fail_json(msg="Could not read the vLLM version of image %s to check min_vllm_version %s; pass "
-                                 "vllm_version explicitly." % (image, p["min_vllm_version"]), **result)
-        reason = check_min_version(version, p["min_vllm_version"], model=p["model"], image=image)
+                                 "vllm_version explicitly." % (img.name, p["min_vllm_version"]), **result)
+        reason = check_min_version(version, p["min_vllm_version"], model=p["model"], image=img.name)
         if reason:
             module.fail_json(msg=reason + " Nothing was restarted.", **result)
     module.exit_json(**result)

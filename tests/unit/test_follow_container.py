@@ -1,4 +1,5 @@
-"""roles/vllm_server/files/follow-container: the unit's main process follows the replica's container.
+"""roles/vllm_server/files/follow-container (llmfleet_host.replica_follow, installed as the role does): the unit's
+main process follows the replica's container.
 
 docker is a TEST DOUBLE here (a script that plays a scripted sequence of answers), because the point is the
 follower's decisions: a log stream that ends while the container still runs (a dockerd restart under
@@ -10,8 +11,6 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-FOLLOW = os.path.join(ROOT, "roles", "vllm_server", "files", "follow-container")
 
 # The double answers `docker inspect` with the next line of $STATE_FILE (and keeps repeating the last one);
 # "down" means dockerd does not answer (inspect and version fail), "gone" means no such container.
@@ -31,34 +30,32 @@ esac
 """
 
 
-def run(tmp_path, states):
+def run(tmp_path, host_install, states):
     docker = tmp_path / "docker"
     docker.write_text(DOCKER_DOUBLE)
     docker.chmod(0o755)
     state = tmp_path / "states"
     state.write_text("\n".join(states) + "\n")
-    src = open(FOLLOW).read().replace('DOCKER = "/usr/bin/docker"', 'DOCKER = %r' % str(docker))
-    script = tmp_path / "follow-container"
-    script.write_text(src)
+    script = host_install(tmp_path / "libexec", docker=docker) / "follow-container"
     return subprocess.run([sys.executable, str(script), "llmfleet-vllm-0"], capture_output=True, text=True,
                           timeout=60, env=dict(os.environ, STATE_FILE=str(state)), check=False)
 
 
-def test_exit_code_of_the_container_is_the_units(tmp_path):
-    r = run(tmp_path, ["false 137"])
+def test_exit_code_of_the_container_is_the_units(tmp_path, host_install):
+    r = run(tmp_path, host_install, ["false 137"])
     assert r.returncode == 137 and "exited with 137" in r.stderr
     assert "log line" in r.stdout
 
 
-def test_stream_interrupted_while_running_is_followed_again(tmp_path):
+def test_stream_interrupted_while_running_is_followed_again(tmp_path, host_install):
     # running (stream ended: dockerd restarting) -> dockerd down -> running again -> stopped cleanly
-    r = run(tmp_path, ["true 0", "down", "true 0", "false 0"])
+    r = run(tmp_path, host_install, ["true 0", "down", "true 0", "false 0"])
     assert r.returncode == 0, r.stderr
     assert "following again" in r.stderr and "no longer exists" not in r.stderr
     assert "exited with 0" in r.stderr
     assert r.stdout.count("log line") >= 3  # the log was followed again after each interruption
 
 
-def test_container_gone_while_dockerd_answers_fails(tmp_path):
-    r = run(tmp_path, ["gone"])
+def test_container_gone_while_dockerd_answers_fails(tmp_path, host_install):
+    r = run(tmp_path, host_install, ["gone"])
     assert r.returncode == 1 and "no longer exists" in r.stderr

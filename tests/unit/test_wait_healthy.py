@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""roles/vllm_server/files/wait-healthy: the start gate waits for /health, then sends the warm-up completion.
+"""roles/vllm_server/files/wait-healthy (llmfleet_host.replica_gate, installed as the role does): the start gate
+waits for /health, then sends the warm-up completion.
 
 The replica is a local HTTP server that answers /health and /v1/completions and records what it got; docker is a
 TEST DOUBLE (`docker inspect` answers "true": the container runs). The real behaviour (the CPU engine that dies on a
@@ -13,9 +14,6 @@ import os
 import subprocess
 import sys
 import threading
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-GATE = os.path.join(ROOT, "roles", "vllm_server", "files", "wait-healthy")
 
 
 class Replica(http.server.BaseHTTPRequestHandler):
@@ -38,7 +36,7 @@ class Replica(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b'{"choices": [{"text": "x"}]}')
 
 
-def run(tmp_path, tokens, status=200, env_text="VLLM_API_KEY='s3cr3t key'\n"):
+def run(tmp_path, host_install, tokens, status=200, env_text="VLLM_API_KEY='s3cr3t key'\n"):
     Replica.seen = []
     Replica.completion_status = status
     server = http.server.HTTPServer(("127.0.0.1", 0), Replica)
@@ -53,7 +51,8 @@ def run(tmp_path, tokens, status=200, env_text="VLLM_API_KEY='s3cr3t key'\n"):
     env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"]), LLMFLEET_WARMUP_TOKENS=str(tokens),
                LLMFLEET_SERVED_MODEL="tiny")
     try:
-        r = subprocess.run([sys.executable, GATE, "http://127.0.0.1:%d/health" % server.server_port,
+        gate = str(host_install(tmp_path / "libexec") / "wait-healthy")
+        r = subprocess.run([sys.executable, gate, "http://127.0.0.1:%d/health" % server.server_port,
                             "llmfleet-vllm-0", str(env_file)], capture_output=True, text=True, env=env,
                            timeout=60, check=False)
     finally:
@@ -61,8 +60,8 @@ def run(tmp_path, tokens, status=200, env_text="VLLM_API_KEY='s3cr3t key'\n"):
     return r, Replica.seen
 
 
-def test_warm_up_completion_after_health_with_the_api_key(tmp_path):
-    r, seen = run(tmp_path, 128)
+def test_warm_up_completion_after_health_with_the_api_key(tmp_path, host_install):
+    r, seen = run(tmp_path, host_install, 128)
     assert r.returncode == 0, r.stderr
     assert [s[:2] for s in seen] == [("GET", "/health"), ("POST", "/v1/completions")]
     _method, _path, auth, body = seen[1]
@@ -71,14 +70,14 @@ def test_warm_up_completion_after_health_with_the_api_key(tmp_path):
     assert "warm-up completion (128 prompt tokens) answered 200" in r.stdout
 
 
-def test_no_warm_up_when_zero(tmp_path):
-    r, seen = run(tmp_path, 0)
+def test_no_warm_up_when_zero(tmp_path, host_install):
+    r, seen = run(tmp_path, host_install, 0)
     assert r.returncode == 0, r.stderr
     assert [s[:2] for s in seen] == [("GET", "/health")]
 
 
-def test_an_http_refusal_of_the_warm_up_does_not_fail_a_running_replica(tmp_path):
-    r, seen = run(tmp_path, 128, status=400, env_text="")
+def test_an_http_refusal_of_the_warm_up_does_not_fail_a_running_replica(tmp_path, host_install):
+    r, seen = run(tmp_path, host_install, 128, status=400, env_text="")
     assert r.returncode == 0
     assert seen[1][2] is None  # no key in the env file: no Authorization header
     assert "answered HTTP 400" in r.stderr

@@ -1,4 +1,5 @@
-"""roles/vllm_server/files/llmfleet-watchdog: the hang watchdog's decisions.
+"""roles/vllm_server/files/llmfleet-watchdog (llmfleet_host.replica_watchdog, installed as the role does): the
+hang watchdog's decisions.
 
 The replica is a TEST DOUBLE here (a small HTTP server that answers, hangs, or hangs while its token counters
 move), and systemctl / docker are recorded instead of run, because the point is the decision: a completion
@@ -8,25 +9,21 @@ whose counters move is never counted. The real engine (SIGSTOP of its engine cor
 tests/integration/test_watchdog.py.
 """
 import http.server
-import importlib.machinery
-import importlib.util
+import importlib
 import json
-import os
+import sys
 import threading
 import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-WATCHDOG = os.path.join(ROOT, "roles", "vllm_server", "files", "llmfleet-watchdog")
 
-
-def load():
-    loader = importlib.machinery.SourceFileLoader("llmfleet_watchdog", WATCHDOG)
-    spec = importlib.util.spec_from_loader("llmfleet_watchdog", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+def load(libexec, monkeypatch):
+    """The watchdog module of the host package installed under libexec (a fresh import)."""
+    for name in [n for n in sys.modules if n == "llmfleet_host" or n.startswith("llmfleet_host.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(libexec))
+    return importlib.import_module("llmfleet_host.replica_watchdog")
 
 
 class Replica(http.server.ThreadingHTTPServer):
@@ -67,7 +64,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def setup(tmp_path, monkeypatch):
+def setup(tmp_path, monkeypatch, host_install):
     replica = Replica()
     threading.Thread(target=replica.serve_forever, daemon=True).start()
     env_file = tmp_path / "vllm-0.env"
@@ -79,7 +76,7 @@ def setup(tmp_path, monkeypatch):
                             "env_file": str(env_file)}]}
     path = tmp_path / "watchdog.json"
     path.write_text(json.dumps(config))
-    watchdog = load()
+    watchdog = load(host_install(tmp_path / "libexec"), monkeypatch)
     calls = []
     monkeypatch.setattr(watchdog, "unit_active", lambda unit: True)
     monkeypatch.setattr(watchdog, "run", lambda argv, limit=20000: calls.append(argv) or "")
@@ -146,11 +143,8 @@ def test_a_replica_whose_unit_is_not_active_is_skipped(setup, monkeypatch):
 
 def test_the_diagnosis_goes_to_the_journal_line_by_line(setup, capsys, tmp_path):
     watchdog, replica, calls, config = setup
-    import shutil
-    shutil.copy(os.path.join(ROOT, "plugins", "module_utils", "diagnostics.py"), tmp_path / "llmfleet_diagnostics.py")
-    # As the role installs them beside the watchdog (watchdog.yml).
-    shutil.copy(os.path.join(ROOT, "plugins", "module_utils", "nvidia_driver.py"), tmp_path / "llmfleet_nvidia_driver.py")
-    watchdog.HERE = str(tmp_path)
+    # The diagnosis comes from the installed package's own diagnostics module, not the collection's.
+    assert watchdog.diagnose_replica.__module__ == "llmfleet_host.diagnostics"
     text = watchdog.diagnose({"name": "0", "unit": "llmfleet-vllm@0.service", "container": "llmfleet-vllm-0"},
                              "replica 0 is hung")
     assert isinstance(text, str) and "watchdog: replica 0 is hung" in text

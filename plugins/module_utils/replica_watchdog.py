@@ -1,0 +1,227 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""llmfleet-watchdog: the hang watchdog for the vLLM replicas of a host (host package: host_package.py). Does I/O.
+
+Run on the serving host by llmfleet-watchdog.timer (roles/vllm_server/files/llmfleet-watchdog CONFIG.json;
+docs/OPERATIONS.md).
+
+Each run asks every active replica for a 1-token completion, directly on its loopback port, with a deadline.
+/health is not enough: it answers 200 while the engine core is hung. A probe fails when the completion does
+not come back in time (or comes back as an error) AND the engine made no progress meanwhile (vLLM's
+prompt + generation token counters on /metrics did not move): a replica that is merely saturated keeps
+producing tokens and is left alone. After `failures` failed runs in a row the replica's container is killed
+and its unit restarted; the reason and a diagnosis (the collection's diagnose signatures over the journal and
+the container's log) go to the journal. Every run writes Prometheus metrics for the node exporter's textfile
+collector (llmfleet_watchdog_*), on which the LLMFleetReplicaHung alert fires.
+
+Config (written by the vllm_server role): {"replicas": [{"name", "url", "unit", "container", "env_file"}],
+"model", "timeout", "failures", "textfile", "state", "diagnose": true}
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from .diagnostics import EVIDENCE_PREFIX, diagnose_replica
+from .replica_env import api_key, http_open
+
+DOCKER = "/usr/bin/docker"
+
+
+def log(priority, message):
+    """One journal line with its syslog priority (3 err, 4 warning, 6 info)."""
+    for line in str(message).splitlines() or [""]:
+        sys.stdout.write("<%d>%s\n" % (priority, line))
+    sys.stdout.flush()
+
+
+def progress(url, timeout):
+    """Sum of vLLM's prompt + generation token counters, or None when /metrics does not answer."""
+    try:
+        with http_open(url + "/metrics", timeout=timeout) as response:
+            text = response.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(("vllm:generation_tokens_total", "vllm:prompt_tokens_total")):
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+            except ValueError:
+                pass
+    return total
+
+
+def probe(replica, model, timeout):
+    """{ok, seconds, reason, busy}: one 1-token completion against the replica itself."""
+    url = replica["url"]
+    before = progress(url, min(timeout, 5))
+    body = json.dumps({"model": model, "prompt": "ping", "max_tokens": 1, "temperature": 0}).encode()
+    headers = {"Content-Type": "application/json"}
+    key = api_key(replica.get("env_file", ""))
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    request = urllib.request.Request(url + "/v1/completions", data=body, headers=headers, method="POST")
+    started = time.monotonic()
+    reason = None
+    try:
+        with http_open(request, timeout=timeout) as response:
+            answer = json.loads(response.read().decode("utf-8", "replace") or "{}")
+            if not answer.get("choices"):
+                reason = "the completion came back without choices"
+    except urllib.error.HTTPError as err:
+        reason = "the completion answered HTTP %d" % err.code
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        cause = getattr(err, "reason", err)
+        reason = ("no answer to a 1-token completion within %ss" % timeout
+                  if "timed out" in str(cause) else "the completion failed: %s" % cause)
+    seconds = time.monotonic() - started
+    if reason is None:
+        return {"ok": True, "seconds": seconds, "reason": "", "busy": False}
+    after = progress(url, 5)
+    busy = before is not None and after is not None and after > before
+    if after is None:
+        reason += "; /metrics does not answer either"
+    elif not busy:
+        reason += "; the engine produced no token meanwhile"
+    return {"ok": False, "seconds": seconds, "reason": reason, "busy": busy}
+
+
+def unit_active(unit):
+    return subprocess.run(["systemctl", "is-active", "--quiet", unit], check=False).returncode == 0
+
+
+def run(argv, limit=20000):
+    r = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    return (r.stdout + r.stderr)[-limit:]
+
+
+def diagnose(replica, reason):
+    """The collection's diagnosis (diagnostics.py, in this package) of the replica's journal and log."""
+    evidence = {
+        "replica": replica["name"], "unit": replica["unit"], "container": replica["container"],
+        "unit_show": run(["systemctl", "show", replica["unit"]]),
+        "journal": run(["journalctl", "--no-pager", "-o", "cat", "-n", "300", "-u", replica["unit"]]),
+        "container_log": run([DOCKER, "logs", "--tail", "300", replica["container"]]),
+        "inspect_json": run([DOCKER, "inspect", replica["container"]]),
+        "extra_text": "%s watchdog: %s" % (EVIDENCE_PREFIX, reason),
+    }
+    try:
+        report = diagnose_replica(evidence)["report"]
+        return "\n".join(report) if isinstance(report, list) else str(report)
+    except Exception as err:  # pylint: disable=broad-except
+        return "diagnosis failed: %s" % err
+
+
+def write_metrics(path, results, state, now):
+    if not path:
+        return
+    series = {
+        "llmfleet_watchdog_probe_success": ("gauge", lambda r, s: 1 if r["ok"] else 0),
+        "llmfleet_watchdog_probe_duration_seconds": ("gauge", lambda r, s: round(r["seconds"], 3)),
+        "llmfleet_watchdog_consecutive_failures": ("gauge", lambda r, s: s.get("failures", 0)),
+        "llmfleet_watchdog_restarts_total": ("counter", lambda r, s: s.get("restarts", 0)),
+        "llmfleet_watchdog_last_restart_timestamp_seconds": ("gauge", lambda r, s: s.get("last_restart", 0)),
+    }
+    lines = []
+    for metric, (kind, value) in series.items():
+        lines.append("# TYPE %s %s" % (metric, kind))
+        for name, result in sorted(results.items()):
+            lines.append('%s{replica="%s"} %s' % (metric, name, value(result, state.get(name, {}))))
+    lines.append("# TYPE llmfleet_watchdog_last_run_timestamp_seconds gauge")
+    lines.append("llmfleet_watchdog_last_run_timestamp_seconds %d" % now)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def probe_all(config, timeout):
+    """{replica name: probe result}, every active replica probed at once; inactive ones marked skipped."""
+    results, threads = {}, []
+
+    def one(replica):
+        if not unit_active(replica["unit"]):
+            results[replica["name"]] = {"ok": True, "seconds": 0.0, "reason": "", "busy": False, "skipped": True}
+            return
+        results[replica["name"]] = probe(replica, config["model"], timeout)
+
+    for replica in config["replicas"]:
+        thread = threading.Thread(target=one, args=(replica,))
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def decide(config, replica, result, entry, timeout, limit):
+    """Count one probe result in the replica's state entry; kill and restart the replica on the limit-th
+    failure in a row (reason and diagnosis to the journal)."""
+    name = replica["name"]
+    if result.get("skipped"):
+        entry["failures"] = 0  # starting, stopping or stopped on purpose: not the watchdog's business
+        return
+    if result["ok"]:
+        if entry.get("failures"):
+            log(6, "replica %s answers again (%.2fs) after %d failed probe(s)"
+                % (name, result["seconds"], entry["failures"]))
+        entry["failures"] = 0
+        return
+    if result["busy"]:
+        log(4, "replica %s: %s, but it is busy producing tokens: not counted" % (name, result["reason"]))
+        return
+    entry["failures"] = entry.get("failures", 0) + 1
+    log(4, "replica %s: probe failed %d/%d: %s" % (name, entry["failures"], limit, result["reason"]))
+    if entry["failures"] < limit:
+        return
+    reason = ("replica %s is hung: %s, %d times in a row (probe deadline %ss); restarting it"
+              % (name, result["reason"], entry["failures"], timeout))
+    log(3, reason)
+    if config.get("diagnose", True):
+        log(3, diagnose(replica, reason))
+    # The engine does not answer: a graceful stop would wait for nothing until docker's stop timeout.
+    run([DOCKER, "kill", replica["container"]])
+    run(["systemctl", "restart", "--no-block", replica["unit"]])
+    entry["failures"] = 0
+    entry["restarts"] = entry.get("restarts", 0) + 1
+    entry["last_restart"] = int(time.time())
+    entry["last_reason"] = reason
+
+
+def main(argv=None):
+    """llmfleet-watchdog CONFIG.json: one round of probes and decisions, its metrics and state written; 0."""
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as fh:
+        config = json.load(fh)
+    timeout = float(config.get("timeout", 30))
+    limit = int(config.get("failures", 3))
+    state_path = config.get("state", "/var/lib/llmfleet/watchdog.json")
+    try:
+        with open(state_path) as fh:
+            state = json.load(fh)
+    except (OSError, ValueError):
+        state = {}
+    now = time.time()
+    results = probe_all(config, timeout)
+    for replica in config["replicas"]:
+        decide(config, replica, results[replica["name"]], state.setdefault(replica["name"], {}), timeout, limit)
+    write_metrics(config.get("textfile"), results, state, now)
+    os.makedirs(os.path.dirname(state_path), exist_ok=True)
+    tmp = state_path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(state, fh, indent=1, sort_keys=True)
+    os.replace(tmp, state_path)
+    return 0
