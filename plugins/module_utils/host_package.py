@@ -31,6 +31,7 @@ HOST_MODULES = (
     "diagnostics",          # the diagnosis the watchdog writes to the journal
     "diagnose_signatures",  # its data
     "nvidia_driver",        # CUDA_MIN_DRIVER, which the diagnosis quotes
+    "multinode",            # llmfleet-group-watch (a rank of a model served over several hosts)
 )
 
 INIT = ('"""llmfleet.vllm host package, installed by the vllm_server role (plugins/module_utils/host_package.py '

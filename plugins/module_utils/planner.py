@@ -715,6 +715,48 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
     enabled, freasons = resolve_features(profile, objective, features,
                                          {"expert_parallel": ep, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
     reasons.extend(freasons)
+    _explain_hosts(reasons, arch, profile, single, host_list, best, max_model_len)
+    args = {
+        "tensor-parallel-size": t,
+        "pipeline-parallel-size": n,
+        "gpu-memory-utilization": util,
+        "max-model-len": max_model_len,
+        "max-num-seqs": e["max_num_seqs"] or None,
+        "max-num-batched-tokens": e["max_num_batched_tokens"],
+        "enable-expert-parallel": True if ep else None,
+        "kv-cache-dtype": None if kv_cache_dtype == "auto" else kv_cache_dtype,
+    }
+    args.update(feature_args(profile, enabled))
+    full = _full_seqs(e)
+    heaviest = max(stages, key=lambda s: s["weights_bytes_per_gpu"])
+    out = dict(base)
+    out.update(
+        fits=e["fits"], nodes=n, hosts=len(host_list), tensor_parallel_size=t, pipeline_parallel_size=n,
+        data_parallel_size=1, replicas=[list(opt["groups"][0])], enable_expert_parallel=ep,
+        weights_bytes=e["weights_bytes"], weights_bytes_per_gpu=heaviest["weights_bytes_per_gpu"],
+        overhead_bytes_per_gpu=e["overhead_bytes_per_gpu"], overhead_terms_per_gpu=e.get("overhead_terms") or {},
+        available_kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]),
+        kv_cache_memory_bytes=sum(max(0, s["available_bytes_per_gpu"]) for s in stages) * t,
+        kv_cache_tokens=e["kv_tokens"], kv_cache_tokens_total=e["kv_tokens"],
+        kv_cache_blocks=e["num_blocks"], kv_cache_block_size=layout["block_size"], kv_cache_layout=layout,
+        max_num_seqs=e["max_num_seqs"], max_num_batched_tokens=e["max_num_batched_tokens"],
+        gpu_memory_utilization=util, max_concurrency=_round_conc(e),
+        max_concurrency_at_max_model_len=full, max_concurrency_total=full, full_context_sequences_total=full,
+        interconnect=("NVLink" if opt["nvlink"] else _worst_link(opt["groups"][0], opt["topos"][0][1]))
+        if t > 1 else None,
+        unused_gpus=[i for i in opt["topos"][0][2] if i not in opt["groups"][0]],
+        features=enabled, reasons=reasons, vllm_args=args, stages=[_stage_row(s, t) for s in stages],
+        layout="1 x TP%d x PP%d%s%s over %d hosts" % (
+            t, n, " EP" if ep else "", "" if t == 1 else (" NVLink" if opt["nvlink"] else " PCIe"), n),
+    )
+    return out
+
+
+def _explain_hosts(reasons, arch, profile, single, host_list, best, max_model_len):
+    """The reasons of a plan across hosts: the split, each stage's memory, the hosts left over, the capacity."""
+    n, opt, stages, e = best
+    t = opt["t"]
+    layout = e["layout"]
     parts = MN.pp_partitions(arch["num_layers"], n)
     reasons.append(
         "One host does not hold %s (%s): planned across %d hosts as one vLLM instance, tensor parallel %d inside "
@@ -751,40 +793,6 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
                                                      e["max_num_seqs"]))
         if e.get("seq_warning"):
             reasons.append("Warning: %s." % e["seq_warning"])
-    args = {
-        "tensor-parallel-size": t,
-        "pipeline-parallel-size": n,
-        "gpu-memory-utilization": util,
-        "max-model-len": max_model_len,
-        "max-num-seqs": e["max_num_seqs"] or None,
-        "max-num-batched-tokens": e["max_num_batched_tokens"],
-        "enable-expert-parallel": True if ep else None,
-        "kv-cache-dtype": None if kv_cache_dtype == "auto" else kv_cache_dtype,
-    }
-    args.update(feature_args(profile, enabled))
-    full = _full_seqs(e)
-    heaviest = max(stages, key=lambda s: s["weights_bytes_per_gpu"])
-    out = dict(base)
-    out.update(
-        fits=e["fits"], nodes=n, hosts=len(host_list), tensor_parallel_size=t, pipeline_parallel_size=n,
-        data_parallel_size=1, replicas=[list(opt["groups"][0])], enable_expert_parallel=ep,
-        weights_bytes=e["weights_bytes"], weights_bytes_per_gpu=heaviest["weights_bytes_per_gpu"],
-        overhead_bytes_per_gpu=e["overhead_bytes_per_gpu"], overhead_terms_per_gpu=e.get("overhead_terms") or {},
-        available_kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]),
-        kv_cache_memory_bytes=sum(max(0, s["available_bytes_per_gpu"]) for s in stages) * t,
-        kv_cache_tokens=e["kv_tokens"], kv_cache_tokens_total=e["kv_tokens"],
-        kv_cache_blocks=e["num_blocks"], kv_cache_block_size=layout["block_size"], kv_cache_layout=layout,
-        max_num_seqs=e["max_num_seqs"], max_num_batched_tokens=e["max_num_batched_tokens"],
-        gpu_memory_utilization=util, max_concurrency=_round_conc(e),
-        max_concurrency_at_max_model_len=full, max_concurrency_total=full, full_context_sequences_total=full,
-        interconnect=("NVLink" if opt["nvlink"] else _worst_link(opt["groups"][0], opt["topos"][0][1]))
-        if t > 1 else None,
-        unused_gpus=[i for i in opt["topos"][0][2] if i not in opt["groups"][0]],
-        features=enabled, reasons=reasons, vllm_args=args, stages=[_stage_row(s, t) for s in stages],
-        layout="1 x TP%d x PP%d%s%s over %d hosts" % (
-            t, n, " EP" if ep else "", "" if t == 1 else (" NVLink" if opt["nvlink"] else " PCIe"), n),
-    )
-    return out
 
 
 def _summary(p):
