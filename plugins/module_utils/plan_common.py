@@ -17,3 +17,8 @@ TP_EFFICIENCY = {"nvlink": 0.8, "pcie": 0.5}
 
 class PlanError(ValueError):
     """Input the planner cannot work with; the message says what to change."""
+
+
+def gib(n):
+    """Bytes as GiB with one decimal, as the plan's reasons print them."""
+    return "%.1f GiB" % (n / 1024 ** 3)

@@ -98,6 +98,18 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
                                 % (alt["id"], P.gib(alt["weights_bytes"]), r["layout"], r["kv_cache_tokens"])})
             break
     # 6. feature trade-offs that free memory
+    out.extend(_feature_tradeoffs(attempt, inputs, failed))
+    # 7. more GPUs like these (NVLink-connected only if these have NVLink)
+    out.extend(_more_gpus(gpu_facts, profile, inputs))
+    # 8. more hosts like this one (a model larger than one host: TP inside each host, PP across them)
+    if inputs["accelerator"] == "gpu" and isinstance(gpu_facts, dict) and gpu_facts.get("gpus"):
+        out.extend(_more_hosts(gpu_facts, profile, inputs))
+    return out
+
+
+def _feature_tradeoffs(attempt, inputs, failed):
+    """Features whose memory a failed plan could give back (MTP off, text only), when that makes it fit."""
+    out = []
     feats = inputs.get("features") or {}
     if failed.get("features", {}).get("mtp"):
         r = attempt(features=dict(feats, mtp=False))
@@ -107,34 +119,38 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
         r = attempt(features=dict(feats, text_only=True))
         if r and r["fits"]:
             out.append({"set": {"features": {"text_only": True}}, "text": "Serve text only (--language-model-only)."})
-    # 7. more GPUs like these (NVLink-connected only if these have NVLink)
-    if inputs["accelerator"] == "gpu" and isinstance(gpu_facts, dict) and gpu_facts.get("gpus"):
-        from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
-        g0 = min(gpu_facts["gpus"], key=lambda g: g["memory_total_mib"])
-        has_nv = any(nvlink_count(link["type"]) for link in gpu_facts.get("links") or [])
-        link = max((link["type"] for link in gpu_facts.get("links") or []), key=link_rank, default="PHB") \
-            if has_nv else "PHB"
-        for count in (2, 4, 8):
-            if count <= len(gpu_facts["gpus"]):
-                continue
-            spec = gpu_facts_from_spec({"count": count, "name": g0.get("name"), "memory_mib": g0["memory_total_mib"],
-                                        "link": link})
-            kw = dict(inputs)
-            kw.pop("tensor_parallel_size", None)
-            kw.pop("replicas", None)
-            try:
-                r = P.plan(spec, profile, alternatives=None, _suggest=False, **kw)
-            except PlanError:
-                r = None
-            if r and r["fits"]:
-                out.append({"set": {"gpus": count},
-                            "text": "Use %d GPUs like these (%s, %s): fits as %s."
-                                    % (count, g0.get("name") or "same memory", "NVLink" if has_nv else "PCIe",
-                                       r["layout"])})
-                break
-    # 8. more hosts like this one (a model larger than one host: TP inside each host, PP across them)
-    if inputs["accelerator"] == "gpu" and isinstance(gpu_facts, dict) and gpu_facts.get("gpus"):
-        out.extend(_more_hosts(gpu_facts, profile, inputs))
+    return out
+
+
+def _more_gpus(gpu_facts, profile, inputs):
+    """The suggestion of more GPUs like these in one host (NVLink-connected only if these have NVLink)."""
+    from ansible_collections.llmfleet.vllm.plugins.module_utils import planner as P
+    out = []
+    if not (inputs["accelerator"] == "gpu" and isinstance(gpu_facts, dict) and gpu_facts.get("gpus")):
+        return out
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
+    g0 = min(gpu_facts["gpus"], key=lambda g: g["memory_total_mib"])
+    has_nv = any(nvlink_count(link["type"]) for link in gpu_facts.get("links") or [])
+    link = max((link["type"] for link in gpu_facts.get("links") or []), key=link_rank, default="PHB") \
+        if has_nv else "PHB"
+    for count in (2, 4, 8):
+        if count <= len(gpu_facts["gpus"]):
+            continue
+        spec = gpu_facts_from_spec({"count": count, "name": g0.get("name"), "memory_mib": g0["memory_total_mib"],
+                                    "link": link})
+        kw = dict(inputs)
+        kw.pop("tensor_parallel_size", None)
+        kw.pop("replicas", None)
+        try:
+            r = P.plan(spec, profile, alternatives=None, _suggest=False, **kw)
+        except PlanError:
+            r = None
+        if r and r["fits"]:
+            out.append({"set": {"gpus": count},
+                        "text": "Use %d GPUs like these (%s, %s): fits as %s."
+                                % (count, g0.get("name") or "same memory", "NVLink" if has_nv else "PCIe",
+                                   r["layout"])})
+            break
     return out
 
 

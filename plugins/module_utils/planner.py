@@ -53,7 +53,10 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.layout_search import
     _candidates, _check_forced, _choose_layout, _expert_parallel, _fmt_num, _pack_nvlink, _pack_pcie, _usable_gpus,
     _worst_link, tp_allowed)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import DTYPE_BYTES, OBJECTIVES
-from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import DEFAULT_MAX_NUM_SEQS, TP_SIZES, PlanError
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import (  # pylint: disable=unused-import
+    DEFAULT_MAX_NUM_SEQS, TP_SIZES, PlanError, gib)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_reasons import (  # pylint: disable=unused-import
+    _has_fp8, _layout_reason, _memory_reasons, _window_reason)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import (
     _eager, _prefix_caching_on, _speculative_tokens, feature_args, resolve_features)
 
@@ -87,10 +90,6 @@ DEFAULT_UTILIZATION = 0.9
 
 TABLE_HEADER = ("| hardware | model | fits | layout | KV cache (tokens/replica) | max concurrency @ context "
                 "| max_num_seqs |\n|---|---|---|---|---|---|---|")
-
-
-def gib(n):
-    return "%.1f GiB" % (n / GIB)
 
 
 def cdiv(a, b):
@@ -283,47 +282,13 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
     ``gpu_facts`` is one host's gpu_facts, with ``hosts`` identical hosts (default 1), or a list of several hosts'
     gpu_facts (node-rank order).  A model that fits one host is planned on one host (``nodes`` 1); one that does
     not is planned across the fewest hosts that hold it: TP inside a host, PP across hosts (plan_multinode.py)."""
-    if objective not in OBJECTIVES:
-        raise PlanError("objective must be one of %s, got %r" % (", ".join(OBJECTIVES), objective))
     arch = profile["arch"]
-    if max_model_len is None:
-        max_model_len = arch["max_position_embeddings"]
-    max_model_len = int(max_model_len)
-    if max_model_len < 1:
-        raise PlanError("max_model_len must be a positive number of tokens")
-    if max_num_seqs is not None and int(max_num_seqs) < 1:
-        raise PlanError("max_num_seqs must be at least 1")
-    if replicas is not None and int(replicas) < 1:
-        raise PlanError("replicas must be at least 1")
-    if kv_cache_dtype not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"):
-        raise PlanError("kv_cache_dtype must be auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16 or float16")
-    kv_dtype_bytes = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
-    util = DEFAULT_UTILIZATION if gpu_memory_utilization is None else float(gpu_memory_utilization)
-    if accelerator == "gpu" and not 0.05 <= util <= 0.99:
-        raise PlanError("gpu_memory_utilization must be between 0.05 and 0.99, got %s" % util)
+    max_model_len, kv_dtype_bytes, util = _checked_inputs(arch, objective, max_model_len, max_num_seqs, replicas,
+                                                          kv_cache_dtype, gpu_memory_utilization, accelerator)
     hybrid = arch["linear_attention_layers"] > 0
-    reasons = []
     kv_full = kv_bytes_per_token(arch, kv_dtype_bytes)
     state_full = state_bytes_per_sequence(arch)
-    if arch.get("mla"):
-        reasons.append("KV cache per token (MLA): %d layers x (kv_lora_rank %d + rope %d) x %d bytes = %d bytes, one "
-                       "latent per token, the same on every GPU of a TP group." % (
-                           arch["full_attention_layers"], arch["mla"]["kv_lora_rank"],
-                           arch["mla"]["qk_rope_head_dim"], kv_dtype_bytes, kv_full))
-    else:
-        reasons.append(
-            "KV cache per token: 2 (K, V) x %d full-attention layers x %d KV heads x %d head_dim x %d bytes = %d bytes"
-            " (%.1f KiB)%s." % (arch["full_attention_layers"], arch["num_kv_heads"], arch["head_dim"], kv_dtype_bytes,
-                                kv_full, kv_full / 1024.0,
-                                "; the %d linear-attention layers keep no per-token KV" % arch["linear_attention_layers"]
-                                if hybrid else ""))
-    if max_model_len > arch["max_position_embeddings"]:
-        raise PlanError("max_model_len %d exceeds the model's context of %d tokens (max_position_embeddings); "
-                        "use at most %d" % (max_model_len, arch["max_position_embeddings"],
-                                            arch["max_position_embeddings"]))
-    if kv_dtype_bytes < arch["dtype_bytes"]:
-        reasons.append("KV cache dtype %s halves KV memory but FP8 KV without calibrated scales has degraded "
-                       "output on this model family; keep auto unless you measured quality." % kv_cache_dtype)
+    reasons = _kv_reasons(arch, kv_dtype_bytes, kv_full, hybrid, kv_cache_dtype)
 
     base = dict(model=profile["id"], profile=profile["id"], family=profile["family"], variant=profile["variant"],
                 quantization=profile.get("quantization"), objective=objective, accelerator=accelerator,
@@ -345,6 +310,8 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
         result = _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_cache_memory_bytes,
                            opts, features, hybrid, reasons, base)
     elif accelerator == "gpu":
+        # plan_hosts imports this module: imported here, once this module is whole.
+        from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_hosts import _host_memory, _plan_hosts
         host_list = MN.host_facts(gpu_facts, hosts)
         one = min(host_list, key=_host_memory) if len(host_list) > 1 else host_list[0]
         single_reasons = list(reasons)
@@ -379,6 +346,54 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
     return result
 
 
+def _checked_inputs(arch, objective, max_model_len, max_num_seqs, replicas, kv_cache_dtype, gpu_memory_utilization,
+                    accelerator):
+    """(max_model_len, KV dtype bytes, gpu_memory_utilization) of a plan's inputs; PlanError for a bad one."""
+    if objective not in OBJECTIVES:
+        raise PlanError("objective must be one of %s, got %r" % (", ".join(OBJECTIVES), objective))
+    if max_model_len is None:
+        max_model_len = arch["max_position_embeddings"]
+    max_model_len = int(max_model_len)
+    if max_model_len < 1:
+        raise PlanError("max_model_len must be a positive number of tokens")
+    if max_num_seqs is not None and int(max_num_seqs) < 1:
+        raise PlanError("max_num_seqs must be at least 1")
+    if replicas is not None and int(replicas) < 1:
+        raise PlanError("replicas must be at least 1")
+    if kv_cache_dtype not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"):
+        raise PlanError("kv_cache_dtype must be auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16 or float16")
+    kv_dtype_bytes = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
+    util = DEFAULT_UTILIZATION if gpu_memory_utilization is None else float(gpu_memory_utilization)
+    if accelerator == "gpu" and not 0.05 <= util <= 0.99:
+        raise PlanError("gpu_memory_utilization must be between 0.05 and 0.99, got %s" % util)
+    if max_model_len > arch["max_position_embeddings"]:
+        raise PlanError("max_model_len %d exceeds the model's context of %d tokens (max_position_embeddings); "
+                        "use at most %d" % (max_model_len, arch["max_position_embeddings"],
+                                            arch["max_position_embeddings"]))
+    return max_model_len, kv_dtype_bytes, util
+
+
+def _kv_reasons(arch, kv_dtype_bytes, kv_full, hybrid, kv_cache_dtype):
+    """The plan's first reasons: the KV cache per token, and the FP8 KV caveat."""
+    reasons = []
+    if arch.get("mla"):
+        reasons.append("KV cache per token (MLA): %d layers x (kv_lora_rank %d + rope %d) x %d bytes = %d bytes, one "
+                       "latent per token, the same on every GPU of a TP group." % (
+                           arch["full_attention_layers"], arch["mla"]["kv_lora_rank"],
+                           arch["mla"]["qk_rope_head_dim"], kv_dtype_bytes, kv_full))
+    else:
+        reasons.append(
+            "KV cache per token: 2 (K, V) x %d full-attention layers x %d KV heads x %d head_dim x %d bytes = %d bytes"
+            " (%.1f KiB)%s." % (arch["full_attention_layers"], arch["num_kv_heads"], arch["head_dim"], kv_dtype_bytes,
+                                kv_full, kv_full / 1024.0,
+                                "; the %d linear-attention layers keep no per-token KV" % arch["linear_attention_layers"]
+                                if hybrid else ""))
+    if kv_dtype_bytes < arch["dtype_bytes"]:
+        reasons.append("KV cache dtype %s halves KV memory but FP8 KV without calibrated scales has degraded "
+                       "output on this model family; keep auto unless you measured quality." % kv_cache_dtype)
+    return reasons
+
+
 def _layout_options(profile, objective, features, kv_dtype_bytes):
     """The feature-dependent inputs of the memory model and the KV layout (MTP, text-only, eager, prefix
     caching), settled before expert parallelism is known."""
@@ -401,40 +416,6 @@ def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="a
     o = _layout_options(profile, objective, features, kvb)
     return kv_layout(arch, tensor_parallel_size, kvb, o["mtp_layers"], o["num_speculative_tokens"],
                      o["prefix_caching"])
-
-
-_STATE_NAMES = {"gdn": "Gated DeltaNet", "mamba2": "Mamba2", "short_conv": "short-conv"}
-
-
-def _layout_reason(layout, t):
-    parts = [_window_reason(layout)] if layout.get("windows") else []
-    if layout["state_groups"]:
-        kind = next((_STATE_NAMES[k] for k in layout["kind_groups"] if k in _STATE_NAMES), "state")
-        parts.append(
-            "KV cache layout (vLLM's hybrid arithmetic, per GPU of TP%d): one %s state page is %d "
-            "bytes per layer, so the attention block is raised to %d tokens (%d bytes per layer, the state page "
-            "padded %.2f%% to equal it); the %d attention + %d linear-attention layers form %d + %d groups of %d "
-            "sharing one block pool; a request takes ceil(max_model_len / %d) attention blocks plus %d state "
-            "block%s per linear-attention group (mamba cache mode '%s'); nothing is reserved up front."
-            % (t, kind, layout["state_page_bytes"], layout["block_size"], layout["page_bytes"],
-               layout["state_padding_pct"], layout["attention_layers"], layout["state_layers"],
-               layout["attention_groups"], layout["state_groups"], layout["group_size"], layout["block_size"],
-               layout["state_blocks_per_request"], "s" if layout["state_blocks_per_request"] > 1 else "",
-               layout["mamba_cache_mode"]))
-    return " ".join(parts) or None
-
-
-def _window_reason(layout):
-    """Sliding-window / chunked layers hold their window plus one batch, not the whole context."""
-    text = []
-    for kind, w in sorted(layout["windows"].items()):
-        text.append("%d %s layers (window %d tokens) in %d group%s of %d: a request holds at most "
-                    "cdiv(min(%s + max_num_batched_tokens, max_model_len), %d)%s blocks in each"
-                    % (layout["kind_layers"][kind], "sliding-window" if kind == "sliding" else "chunked local-attention",
-                       w, layout["kind_groups"][kind], "s" if layout["kind_groups"][kind] > 1 else "",
-                       layout["group_size"], "window - 1" if kind == "sliding" else "chunk", layout["block_size"],
-                       " + 1" if kind == "sliding" else ""))
-    return "KV cache layout (vLLM's hybrid allocator): %s; the other layers hold the whole context." % "; ".join(text)
 
 
 def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, opts, features, hybrid, reasons,
@@ -490,40 +471,6 @@ def _full_seqs(r):
     if not r["fits"]:
         return 0
     return min(r["max_num_seqs"], int(r["max_concurrency"]))
-
-
-def _has_fp8(gpu):
-    if gpu.get("fp8") is not None:
-        return bool(gpu["fp8"])
-    cc = str(gpu.get("compute_capability") or "")
-    try:
-        return tuple(int(x) for x in cc.split(".")[:2]) >= (8, 9)
-    except ValueError:
-        return True  # unknown: say nothing
-
-
-def _memory_reasons(e, profile, opts, util, t, hybrid, used_gpus, reasons):
-    """The plan's memory story: vLLM's profile terms per GPU, the KV layout, and what is not loaded."""
-    layout = e["layout"]
-    ot = e.get("overhead_terms") or {}
-    reasons.append(
-        "Memory per GPU (vLLM's profile): %s requested (%.2f x %s CUDA memory of %s) - %s weights%s - %s "
-        "non-torch - %s activation peak - %s CUDA-graph estimate = %s available for the KV cache pool%s." % (
-            gib(e["budget_bytes"]), util, gib(e["cuda_total_bytes"]), gib(e["memory_bytes"]),
-            gib(e["weights_bytes_per_gpu"]), " (1/%d of %s)" % (t, gib(e["weights_bytes"])) if t > 1 else "",
-            gib(ot.get("non_torch", 0)), gib(ot.get("activation", 0)), gib(ot.get("cudagraph", 0)),
-            gib(max(0, e["available_bytes_per_gpu"])), " (KV and linear-attention state)" if hybrid else ""))
-    lr = _layout_reason(layout, t)
-    if lr:
-        reasons.append(lr)
-    if (profile.get("quantization") or "").startswith("fp8") and any(not _has_fp8(g) for g in used_gpus):
-        reasons.append("These GPUs have no FP8 tensor cores (compute capability below 8.9): vLLM serves the FP8 "
-                       "checkpoint weight-only (Marlin kernel, BF16 compute); the memory plan is the same.")
-    if opts["text_only"] and profile.get("vision_weights_bytes"):
-        reasons.append("Text-only mode: the vision tower (%s) is not loaded." % gib(profile["vision_weights_bytes"]))
-    if not opts["mtp_on"] and profile.get("mtp_weights_bytes"):
-        reasons.append("MTP speculative decoding is off: its head (%s) is not loaded."
-                       % gib(profile["mtp_weights_bytes"]))
 
 
 def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_facts, features, tp_forced,
@@ -606,193 +553,6 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
                                   "" if t == 1 else (" NVLink" if chosen["nvlink"] else " PCIe")),
     )
     return out
-
-
-def _host_memory(facts):
-    return sum(int(g["memory_total_mib"]) for g in (facts or {}).get("gpus") or [])
-
-
-def _host_tp_options(arch, profile, host_list, tp_forced, reasons):
-    """TP sizes a stage may use on every host of the group: allowed by the model, inside one NVLink domain of each
-    host (or over PCIe when a host has no NVLink group of that size), largest first."""
-    topos = []
-    for i, f in enumerate(host_list):
-        notes = []
-        topos.append(_usable_gpus(f, notes))
-        reasons.extend("%s: %s" % (MN.host_label(f, i), n) for n in notes)
-    smallest = min(len(t[2]) for t in topos)
-    sizes = [t for t in TP_SIZES if t <= smallest and tp_allowed(arch, t)[0]]
-    if tp_forced is not None:
-        ok, why = tp_allowed(arch, tp_forced) if tp_forced >= 1 else (False, "it must be at least 1")
-        if not ok or tp_forced not in TP_SIZES:
-            raise PlanError("tensor_parallel_size %d is not possible for %s: %s" % (
-                tp_forced, profile["id"], why or "not a size this planner lays out"))
-        if tp_forced > smallest:
-            raise PlanError("tensor_parallel_size %d needs %d usable GPUs on every host; the smallest host of the "
-                            "group has %d" % (tp_forced, tp_forced, smallest))
-        sizes = [tp_forced]
-    out = []
-    for t in sorted(sizes, reverse=True):
-        groups, nvlink = [], True
-        for gpus, links, usable, domains in topos:
-            nv = _pack_nvlink(domains, usable, t) if t > 1 else [[usable[0]]]
-            if nv:
-                groups.append(nv[0])
-            else:
-                nvlink = False
-                groups.append(_pack_pcie(gpus, links, usable, t)[0])
-        out.append(dict(t=t, groups=groups, nvlink=nvlink, topos=topos))
-    return out
-
-
-def _eval_stages(arch, profile, host_list, opt, n, util, max_model_len, max_num_seqs, objective, opts,
-                 batched_tokens):
-    """Every pipeline stage of ``n`` hosts with TP opt['t']: its layers, weights, memory and KV pool.  The stage with
-    the fewest blocks sets the capacity (vLLM unifies the KV cache configs to the minimum)."""
-    t = opt["t"]
-    total_w = _weights_loaded(profile, opts["text_only"], opts["mtp_on"])
-    stages = []
-    for s in range(n):
-        start, end = MN.pp_indices(arch["num_layers"], s, n)
-        sa = MN.stage_arch(arch, start, end)
-        mtp = opts["mtp_layers"] if s == n - 1 else 0
-        layout = kv_layout(sa, t, opts["kv_dtype_bytes"], mtp, opts["num_speculative_tokens"], opts["prefix_caching"])
-        w = MN.stage_weight_bytes(arch, start, end, n, total_w)
-        gpus = opt["topos"][s][0]
-        e = _memory_for(sa, profile, opt["groups"][s], gpus, t, util, max_model_len, max_num_seqs, objective, opts,
-                        layout, batched_tokens, stage_weights=w)
-        e.update(stage=s, host=MN.host_label(host_list[s], s), layers=[start, end], stage_weights_bytes=w,
-                 gpus=list(opt["groups"][s]))
-        stages.append(e)
-    worst = min(stages, key=lambda e: (e["fits"], e["num_blocks"], e["available_bytes_per_gpu"]))
-    return stages, worst
-
-
-def _stage_row(e, t):
-    return dict(node_rank=e["stage"], host=e["host"], layers=e["layers"], num_layers=e["layers"][1] - e["layers"][0],
-                gpus=e["gpus"], weights_bytes=e["stage_weights_bytes"], weights_bytes_per_gpu=e["weights_bytes_per_gpu"],
-                overhead_bytes_per_gpu=e["overhead_bytes_per_gpu"],
-                available_kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]),
-                kv_cache_blocks=e["num_blocks"], fits=e["fits"], problem=e["problem"], tensor_parallel_size=t)
-
-
-def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, host_list, features, tp_forced,
-                ep_forced, kv_cache_dtype, opts, hybrid, reasons, base, batched_tokens, replicas_forced, single):
-    """A model one host does not hold, across the fewest hosts of ``host_list`` that do: TP inside each host over
-    NVLink, PP across hosts (one stage per host).  Returns ``single`` (the one-host miss, with the reason) when
-    even all the hosts do not hold it."""
-    if replicas_forced is not None:
-        raise PlanError("replicas %d: a plan across hosts is one instance (one vLLM engine over the hosts of the "
-                        "group); drop replicas, or plan one host" % int(replicas_forced))
-    reasons = list(reasons)
-    options = _host_tp_options(arch, profile, host_list, tp_forced, reasons)
-    if not options:
-        raise PlanError("no tensor-parallel size of %s fits the smallest host of the group" % profile["id"])
-    best = None
-    tried = []
-    for n in range(2, len(host_list) + 1):
-        for opt in options:
-            stages, worst = _eval_stages(arch, profile, host_list, opt, n, util, max_model_len, max_num_seqs,
-                                         objective, opts, batched_tokens)
-            tried.append((n, opt, stages, worst))
-            if worst["fits"]:
-                best = (n, opt, stages, worst)
-                break
-        if best:
-            break
-    if best is None:
-        n, opt, stages, worst = max(tried, key=lambda x: (x[0], x[1]["t"]))
-        single["reasons"].append(
-            "Across all %d hosts (TP %d inside each host, PP %d across them) it does not fit either: stage %d (%s, "
-            "layers %d-%d) %s." % (len(host_list), opt["t"], n, worst["stage"], worst["host"], worst["layers"][0],
-                                   worst["layers"][1] - 1, worst["problem"] or "holds no full-context sequence"))
-        single["hosts"] = len(host_list)
-        return single
-    n, opt, stages, e = best
-    t = opt["t"]
-    layout = e["layout"]
-    ep = _expert_parallel(arch, dict(t=t, nvlink=opt["nvlink"]), ep_forced, reasons)
-    enabled, freasons = resolve_features(profile, objective, features,
-                                         {"expert_parallel": ep, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
-    reasons.extend(freasons)
-    _explain_hosts(reasons, arch, profile, single, host_list, best, max_model_len)
-    args = {
-        "tensor-parallel-size": t,
-        "pipeline-parallel-size": n,
-        "gpu-memory-utilization": util,
-        "max-model-len": max_model_len,
-        "max-num-seqs": e["max_num_seqs"] or None,
-        "max-num-batched-tokens": e["max_num_batched_tokens"],
-        "enable-expert-parallel": True if ep else None,
-        "kv-cache-dtype": None if kv_cache_dtype == "auto" else kv_cache_dtype,
-    }
-    args.update(feature_args(profile, enabled))
-    full = _full_seqs(e)
-    heaviest = max(stages, key=lambda s: s["weights_bytes_per_gpu"])
-    out = dict(base)
-    out.update(
-        fits=e["fits"], nodes=n, hosts=len(host_list), tensor_parallel_size=t, pipeline_parallel_size=n,
-        data_parallel_size=1, replicas=[list(opt["groups"][0])], enable_expert_parallel=ep,
-        weights_bytes=e["weights_bytes"], weights_bytes_per_gpu=heaviest["weights_bytes_per_gpu"],
-        overhead_bytes_per_gpu=e["overhead_bytes_per_gpu"], overhead_terms_per_gpu=e.get("overhead_terms") or {},
-        available_kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]),
-        kv_cache_memory_bytes=sum(max(0, s["available_bytes_per_gpu"]) for s in stages) * t,
-        kv_cache_tokens=e["kv_tokens"], kv_cache_tokens_total=e["kv_tokens"],
-        kv_cache_blocks=e["num_blocks"], kv_cache_block_size=layout["block_size"], kv_cache_layout=layout,
-        max_num_seqs=e["max_num_seqs"], max_num_batched_tokens=e["max_num_batched_tokens"],
-        gpu_memory_utilization=util, max_concurrency=_round_conc(e),
-        max_concurrency_at_max_model_len=full, max_concurrency_total=full, full_context_sequences_total=full,
-        interconnect=("NVLink" if opt["nvlink"] else _worst_link(opt["groups"][0], opt["topos"][0][1]))
-        if t > 1 else None,
-        unused_gpus=[i for i in opt["topos"][0][2] if i not in opt["groups"][0]],
-        features=enabled, reasons=reasons, vllm_args=args, stages=[_stage_row(s, t) for s in stages],
-        layout="1 x TP%d x PP%d%s%s over %d hosts" % (
-            t, n, " EP" if ep else "", "" if t == 1 else (" NVLink" if opt["nvlink"] else " PCIe"), n),
-    )
-    return out
-
-
-def _explain_hosts(reasons, arch, profile, single, host_list, best, max_model_len):
-    """The reasons of a plan across hosts: the split, each stage's memory, the hosts left over, the capacity."""
-    n, opt, stages, e = best
-    t = opt["t"]
-    layout = e["layout"]
-    parts = MN.pp_partitions(arch["num_layers"], n)
-    reasons.append(
-        "One host does not hold %s (%s): planned across %d hosts as one vLLM instance, tensor parallel %d inside "
-        "each host%s and pipeline parallel %d across the hosts (one stage per host). vLLM splits the %d layers "
-        "%s (get_pp_indices: the remainder goes to the stages before the last, which also holds the LM head)."
-        % (profile["id"], single["reasons"][-1].rstrip(".") if single.get("reasons") else "does not fit", n, t,
-           " over NVLink" if opt["nvlink"] else " over PCIe", n, arch["num_layers"], " + ".join(map(str, parts))))
-    if not opt["nvlink"] and t > 1:
-        reasons.append("Warning: a host of the group has no NVLink group of %d GPUs: its TP group crosses PCIe." % t)
-    for s in stages:
-        reasons.append(
-            "Stage %d on %s: layers %d-%d, %s weights (%s per GPU); %s requested - %s weights - %s overhead = %s for "
-            "the KV cache: %d blocks%s." % (
-                s["stage"], s["host"], s["layers"][0], s["layers"][1] - 1, gib(s["stage_weights_bytes"]),
-                gib(s["weights_bytes_per_gpu"]), gib(s["budget_bytes"]), gib(s["weights_bytes_per_gpu"]),
-                gib(s["overhead_bytes_per_gpu"]), gib(max(0, s["available_bytes_per_gpu"])), s["num_blocks"],
-                " (the fewest: it sets the capacity)" if s is e else ""))
-    reasons.append("The overhead per GPU (non-torch, activation peak with the sampler, CUDA graphs) is counted on "
-                   "every stage, though only the last stage samples: a little conservative for the others.")
-    if len(host_list) > n:
-        reasons.append("%d of the %d hosts are enough: the other %d stay out of this instance; %s"
-                       % (n, len(host_list), len(host_list) - n,
-                          "make them a second group (llmfleet_model_group) for a second instance."
-                          if len(host_list) >= 2 * n else "they cannot form a second instance."))
-    lr = _layout_reason(layout, t)
-    if lr:
-        reasons.append(lr)
-    if e["fits"]:
-        reasons.append("KV cache of the instance: %d blocks of %d tokens; a %d-token request takes %d, so vLLM will "
-                       "log 'GPU KV cache size: %s tokens' and 'Maximum concurrency for %s tokens per request: "
-                       "%.2fx'; max_num_seqs %d." % (e["num_blocks"], layout["block_size"], max_model_len,
-                                                     e["blocks_per_request"], "{:,}".format(e["kv_tokens"]),
-                                                     "{:,}".format(max_model_len), e["max_concurrency"],
-                                                     e["max_num_seqs"]))
-        if e.get("seq_warning"):
-            reasons.append("Warning: %s." % e["seq_warning"])
 
 
 def _summary(p):

@@ -252,6 +252,48 @@ def cached_image_facts(directory, ref):
     return image_facts_for_ref(docs, ref)
 
 
+def _image_facts_problems(p, image, facts):
+    """What the pinned image's cached facts refuse: unknown args_extra flags, a head size its attention lacks."""
+    problems = []
+    if isinstance(p["args_extra"], dict):
+        problems += args_extra_flag_problems(p["args_extra"], parse_help(facts.get("help") or ""),
+                                             var=p["args_extra_var"], image=image.get("ref"),
+                                             vllm_version=facts.get("version"))
+    if p["model_config"] and os.path.isfile(p["model_config"]):
+        try:
+            with open(p["model_config"]) as fh:
+                config = json.load(fh)
+        except (IOError, OSError, ValueError):
+            config = None
+        problem = head_size_problem(config, facts.get("attention"), p["accelerator"],
+                                    model=os.path.dirname(p["model_config"]), image=image.get("ref"),
+                                    fix_var="llmfleet_model / model_weights_*")
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _local_source_problems(path, args_extra):
+    """A controller-side model directory that vLLM could not serve."""
+    if not os.path.isdir(path):
+        return ["model_weights_local_path %s is not a directory on the controller: set it to the "
+                "checkpoint directory (config.json, tokenizer files, *.safetensors)." % path]
+    names = []
+    for root, dirs, files in os.walk(path):
+        names.extend(os.path.relpath(os.path.join(root, f), path) for f in files)
+    index = None
+    if "model.safetensors.index.json" in names:
+        try:
+            with open(os.path.join(path, "model.safetensors.index.json")) as fh:
+                index = json.load(fh)
+        except ValueError:
+            index = {}
+    extra = args_extra if isinstance(args_extra, dict) else {}
+    own_tokenizer = any(str(k).replace("_", "-").lstrip("-") == "tokenizer" and v for k, v in extra.items())
+    return model_dir_problems(names, index, where="model_weights_local_path %s" % path,
+                              check_tokenizer=not own_tokenizer)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -294,45 +336,13 @@ def main():
                                   replicas_var=ports.get("replicas_var"))
     facts = cached_image_facts(p["flag_cache_dir"], image.get("ref"))
     if facts:
-        if isinstance(p["args_extra"], dict):
-            problems += args_extra_flag_problems(p["args_extra"], parse_help(facts.get("help") or ""),
-                                                 var=p["args_extra_var"], image=image.get("ref"),
-                                                 vllm_version=facts.get("version"))
-        if p["model_config"] and os.path.isfile(p["model_config"]):
-            try:
-                with open(p["model_config"]) as fh:
-                    config = json.load(fh)
-            except (IOError, OSError, ValueError):
-                config = None
-            problem = head_size_problem(config, facts.get("attention"), p["accelerator"],
-                                        model=os.path.dirname(p["model_config"]), image=image.get("ref"),
-                                        fix_var="llmfleet_model / model_weights_*")
-            if problem:
-                problems.append(problem)
+        problems += _image_facts_problems(p, image, facts)
 
     src = p["model_source"] or {}
     warnings, hub = [], {}
     source = src.get("source")
     if source == "local" and src.get("local_path"):
-        path = src["local_path"]
-        if not os.path.isdir(path):
-            problems.append("model_weights_local_path %s is not a directory on the controller: set it to the "
-                            "checkpoint directory (config.json, tokenizer files, *.safetensors)." % path)
-        else:
-            names = []
-            for root, dirs, files in os.walk(path):
-                names.extend(os.path.relpath(os.path.join(root, f), path) for f in files)
-            index = None
-            if "model.safetensors.index.json" in names:
-                try:
-                    with open(os.path.join(path, "model.safetensors.index.json")) as fh:
-                        index = json.load(fh)
-                except ValueError:
-                    index = {}
-            extra = p["args_extra"] if isinstance(p["args_extra"], dict) else {}
-            own_tokenizer = any(str(k).replace("_", "-").lstrip("-") == "tokenizer" and v for k, v in extra.items())
-            problems += model_dir_problems(names, index, where="model_weights_local_path %s" % path,
-                                           check_tokenizer=not own_tokenizer)
+        problems += _local_source_problems(src["local_path"], p["args_extra"])
     elif source in ("hf", "modelscope") and src.get("repo_id") and p["check_hub"]:
         found, warnings, hub = hub_problems(module, src, p["token"], p["hub_timeout"])
         problems += found

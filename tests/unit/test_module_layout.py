@@ -1,7 +1,7 @@
 """The layout of plugins/ (#32): helpers with one job, split by where they run, and data kept as data.
 
 Counted from the files, as the issue counts them: no module_utils file over 600 lines, no function in plugins/
-over 80 lines (the entries of KNOWN_LONG are the ones left, each with its owner; remove an entry when it is split),
+over 80 lines (none left: KNOWN_LONG stays empty),
 the diagnostic signatures a module of plain data, and the host-side GPU readers free of controller-side imports.
 """
 import ast
@@ -13,11 +13,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLUGINS = os.path.join(ROOT, "plugins")
 MODULE_UTILS = os.path.join(PLUGINS, "module_utils")
 
-# Left for their owners this round (#32): the planner (issue "Any model from Hugging Face or ModelScope") and the
-# validation module (one validation mechanism, item 1).
-KNOWN_LONG_FILES = {"planner.py"}
-KNOWN_LONG = {("module_utils/planner.py", "plan"), ("module_utils/plan_suggestions.py", "suggest"),
-              ("modules/input_check.py", "main")}
+# Exceptions, each with its reason (none: the planner was split into plan_hosts / plan_reasons / plan_suggestions).
+KNOWN_LONG_FILES = set()
+KNOWN_LONG = set()
 
 
 def python_files():
