@@ -87,8 +87,8 @@ def _gpu_layout(gpu_facts, weights, kv_bytes, util, tp_forced, replicas_forced, 
     budget = min(_gpu_budget(g, util) for g in gpus)
     sizes = [tp_forced] if tp_forced else [t for t in TP_SIZES if t <= len(idx)]
     if tp_forced and tp_forced > len(idx):
-        raise PlanError("tensor_parallel_size %d needs %d GPUs; this host has %d usable" % (tp_forced, tp_forced,
-                                                                                          len(idx)))
+        raise PlanError("tensor_parallel_size %d needs %d GPUs; this host has %d usable"
+                        % (tp_forced, tp_forced, len(idx)))
     tp = next((t for t in sizes if -(-weights // t) + kv_bytes <= budget), sizes[-1])
     fits = -(-weights // tp) + kv_bytes <= budget
     n = replicas_forced or max(1, len(idx) // tp)
