@@ -28,7 +28,7 @@ generate() {  # generate OUT SCRIPT...: the first script makes the model, every 
   rm -rf "$out.partial"; mkdir -p "$out.partial"
   docker run --rm --network none --user "$(id -u):$(id -g)" -e HOME=/tmp -e PYTHONHASHSEED=0 \
     -e TOKENIZERS_PARALLELISM=false -v "$recipe:/recipe:ro" -v "$out.partial:/out" \
-    --entrypoint python3 "$image" "/recipe/$1" ${GEN_ARGS:-} /out >&2
+    --entrypoint python3 "$image" "/recipe/$1" ${GEN_ARGS:+"$GEN_ARGS"} /out >&2
   echo "$key" > "$out.partial/.llmfleet-stamp"
   rm -rf "$out"; mv "$out.partial" "$out"
 }
@@ -36,6 +36,8 @@ generate "$models/tiny-qwen3-moe" make_tiny_model.py
 generate "$models/tiny-qwen3-moe-hd16" make_tiny_model_hd16.py make_tiny_model.py
 GEN_ARGS=llama generate "$models/tiny-llama" make_tiny_arch.py make_tiny_model.py
 GEN_ARGS=gemma3 generate "$models/tiny-gemma3" make_tiny_arch.py make_tiny_model.py
-echo "LLMFLEET_TEST_MODEL_DIR=$models/tiny-qwen3-moe" >> "$env_file"
-echo "LLMFLEET_TEST_UNSERVABLE_MODEL_DIR=$models/tiny-qwen3-moe-hd16" >> "$env_file"
-echo "LLMFLEET_TEST_ARCH_MODEL_DIRS=tiny-llama=$models/tiny-llama,tiny-gemma3=$models/tiny-gemma3" >> "$env_file"
+{
+  echo "LLMFLEET_TEST_MODEL_DIR=$models/tiny-qwen3-moe"
+  echo "LLMFLEET_TEST_UNSERVABLE_MODEL_DIR=$models/tiny-qwen3-moe-hd16"
+  echo "LLMFLEET_TEST_ARCH_MODEL_DIRS=tiny-llama=$models/tiny-llama,tiny-gemma3=$models/tiny-gemma3"
+} >> "$env_file"
