@@ -13,9 +13,9 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils import plan_multinod
 from ansible_collections.llmfleet.vllm.plugins.module_utils.layout_search import (
     _expert_parallel, _pack_nvlink, _pack_pcie, _usable_gpus, _worst_link, tp_allowed)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import TP_SIZES, PlanError
-from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import feature_args, resolve_features
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import resolve_features
 from ansible_collections.llmfleet.vllm.plugins.module_utils.planner import (
-    _full_seqs, _layout_reason, _memory_for, _round_conc, _weights_loaded, gib, kv_layout)
+    _full_seqs, _layout_reason, _memory_for, _round_conc, _weights_loaded, engine_args, gib, kv_layout)
 
 
 def _host_memory(facts):
@@ -126,17 +126,7 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
                                          {"expert_parallel": ep, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
     reasons.extend(freasons)
     _explain_hosts(reasons, arch, profile, single, host_list, best, max_model_len)
-    args = {
-        "tensor-parallel-size": t,
-        "pipeline-parallel-size": n,
-        "gpu-memory-utilization": util,
-        "max-model-len": max_model_len,
-        "max-num-seqs": e["max_num_seqs"] or None,
-        "max-num-batched-tokens": e["max_num_batched_tokens"],
-        "enable-expert-parallel": True if ep else None,
-        "kv-cache-dtype": None if kv_cache_dtype == "auto" else kv_cache_dtype,
-    }
-    args.update(feature_args(profile, enabled))
+    args = engine_args(e, t, util, max_model_len, ep, kv_cache_dtype, profile, enabled, pp=n)
     full = _full_seqs(e)
     heaviest = max(stages, key=lambda s: s["weights_bytes_per_gpu"])
     out = dict(base)

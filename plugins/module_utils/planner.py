@@ -522,16 +522,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
     else:
         reasons.append("Does not fit: %s." % e["problem"])
 
-    args = {
-        "tensor-parallel-size": t,
-        "gpu-memory-utilization": util,
-        "max-model-len": max_model_len,
-        "max-num-seqs": e["max_num_seqs"] or None,
-        "max-num-batched-tokens": e["max_num_batched_tokens"],
-        "enable-expert-parallel": True if ep else None,
-        "kv-cache-dtype": None if kv_cache_dtype == "auto" else kv_cache_dtype,
-    }
-    args.update(feature_args(profile, enabled))
+    args = engine_args(e, t, util, max_model_len, ep, kv_cache_dtype, profile, enabled)
     full = _full_seqs(e)
     out = dict(base)
     out.update(
@@ -553,6 +544,23 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
                                   "" if t == 1 else (" NVLink" if chosen["nvlink"] else " PCIe")),
     )
     return out
+
+
+def engine_args(e, t, util, max_model_len, ep, kv_cache_dtype, profile, enabled, pp=None):
+    """The vLLM flags of a planned replica (``e``: its capacity evaluation), features included."""
+    args = {
+        "tensor-parallel-size": t,
+        "gpu-memory-utilization": util,
+        "max-model-len": max_model_len,
+        "max-num-seqs": e["max_num_seqs"] or None,
+        "max-num-batched-tokens": e["max_num_batched_tokens"],
+        "enable-expert-parallel": True if ep else None,
+        "kv-cache-dtype": None if kv_cache_dtype == "auto" else kv_cache_dtype,
+    }
+    if pp:
+        args = dict(list(args.items())[:1] + [("pipeline-parallel-size", pp)] + list(args.items())[1:])
+    args.update(feature_args(profile, enabled))
+    return args
 
 
 def _summary(p):
