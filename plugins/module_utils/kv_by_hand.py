@@ -24,6 +24,7 @@ not checked against the heads, and the features beyond prefix caching / eager ca
 from __future__ import annotations
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import PlanError
+from ansible_collections.llmfleet.vllm.plugins.module_utils.planner import cuda_total_bytes
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -68,12 +69,9 @@ def _features(features, name):
 
 
 def _gpu_budget(gpu, util):
-    """What vLLM may use on one GPU: nvidia-smi's total less the driver's reserve (gpu_catalogue annotates it;
-    5% when unknown), times gpu_memory_utilization."""
-    total = int(gpu["memory_total_mib"]) * MIB
-    reserved = gpu.get("memory_reserved_mib")
-    reserved = int(total * 0.05) if reserved is None else int(reserved) * MIB
-    return int((total - reserved) * util)
+    """What vLLM may use on one GPU: the memory CUDA can use (the planner's cuda_total_bytes: nvidia-smi's total
+    less the driver's reserve), times gpu_memory_utilization."""
+    return int(cuda_total_bytes(gpu) * util)
 
 
 def _gpu_layout(gpu_facts, weights, kv_bytes, util, tp_forced, replicas_forced, reasons):
