@@ -22,7 +22,7 @@ Mirrors vLLM 0.22.0 (the release of the lent H200 machines; 0.28.0 computes the 
                      divide them
   GDN state          conv (2 key_dim + value_dim) / t x (kernel - 1 + spec tokens) x dtype
                      + value heads / t x key_head_dim x value_head_dim x SSM dtype
-  short conv (LFM2)  hidden / t x (L_cache - 1 + spec tokens) x dtype
+  short conv (LFM2)  conv_dim / t x (L_cache - 1 + spec tokens) x dtype
   a state layer holds 1 block per request (prefix caching off, mamba cache mode 'none'), 2 ('align'), + spec tokens
 
 Hybrid models with state layers raise the attention block to the smallest multiple of 16 tokens whose page is at
@@ -87,7 +87,7 @@ def gdn_state_bytes(g, tp, spec_tokens, dtype_bytes):
 
 def short_conv_state_bytes(s, tp, spec_tokens, dtype_bytes):
     """One short-conv layer's state (short_conv_state_shape) for one sequence on one GPU."""
-    return _tp_share(s["hidden_size"], tp, "short-conv channels") * (s["l_cache"] - 1 + spec_tokens) * dtype_bytes
+    return _tp_share(s["conv_dim"], tp, "short-conv channels") * (s["l_cache"] - 1 + spec_tokens) * dtype_bytes
 
 
 def state_page_bytes(arch, tp=1, spec_tokens=0):
@@ -144,13 +144,35 @@ def kind_counts(arch, mtp_layers=0):
     return counts
 
 
+def hybrid_manager_default(arch):
+    """Whether vLLM runs its hybrid KV cache manager for this model by default: not with chunked local attention
+    (Llama 4), where vllm/config/vllm.py (0.22.0 and 0.32.0 alike) turns it off for a latency regression unless
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1."""
+    return not arch["layer_counts"].get("chunked")
+
+
+def unify_without_hybrid_manager(counts):
+    """Layer counts as vLLM's unify_hybrid_kv_cache_specs leaves them when the hybrid manager is off: next to
+    full-attention layers, sliding-window and chunked layers become full attention (they keep the whole context);
+    a model of windowed layers only keeps its one kind."""
+    if not (counts.get("full") and (counts.get("sliding") or counts.get("chunked"))):
+        return counts
+    out = {k: n for k, n in counts.items() if k not in ("sliding", "chunked")}
+    out["full"] = counts["full"] + counts.get("sliding", 0) + counts.get("chunked", 0)
+    return out
+
+
 def build_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, spec_tokens=0, prefix_caching=False,
-                 block_size=None):
-    """The KV cache layout of one GPU of a TP group: block size, page, the groups and what each request holds."""
+                 block_size=None, hybrid_manager=None):
+    """The KV cache layout of one GPU of a TP group: block size, page, the groups and what each request holds.
+    ``hybrid_manager``: vLLM's hybrid KV cache manager on or off (None: vLLM's default, hybrid_manager_default)."""
     kvb = kv_dtype_bytes or arch["dtype_bytes"]
     if block_size == "cpu":
         block_size = CPU_MLA_BLOCK_SIZE if arch.get("mla") else CPU_BLOCK_SIZE
     counts = kind_counts(arch, mtp_layers)
+    windowed = sum(counts.get(k, 0) for k in ("sliding", "chunked"))
+    if not (hybrid_manager_default(arch) if hybrid_manager is None else hybrid_manager):
+        counts = unify_without_hybrid_manager(counts)
     page_1 = attention_page_per_token(arch, tp, kvb)
     raw = state_page_bytes(arch, tp, spec_tokens)
     block = block_size_for(page_1, raw, block_size)
@@ -161,7 +183,9 @@ def build_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, spec_tokens=0, p
     page = block * page_1
     return dict(
         attention_page_bytes_per_token=page_1, block_size=block, page_bytes=page, group_size=size,
-        kind_groups=groups, kind_layers=counts, windows=dict(arch.get("windows") or {}),
+        kind_groups=groups, kind_layers=counts,
+        windows={k: w for k, w in (arch.get("windows") or {}).items() if k in counts},
+        windowed_as_full=windowed - sum(counts.get(k, 0) for k in ("sliding", "chunked")),
         attention_layers=sum(n for k, n in counts.items() if k in ATTENTION_KINDS),
         state_layers=sum(n for k, n in counts.items() if k in STATE_KINDS),
         attention_groups=attn, state_groups=state, padding_layers=padding, num_speculative_tokens=spec_tokens,

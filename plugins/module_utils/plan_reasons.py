@@ -14,6 +14,11 @@ _STATE_NAMES = {"gdn": "Gated DeltaNet", "mamba2": "Mamba2", "short_conv": "shor
 
 def _layout_reason(layout, t):
     parts = [_window_reason(layout)] if layout.get("windows") else []
+    if layout.get("windowed_as_full"):
+        parts.append("vLLM turns its hybrid KV cache manager off for chunked local attention (a latency regression; "
+                     "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 turns it on), so its %d windowed layers "
+                     "keep the whole context like the others: planned as vLLM runs it by default."
+                     % layout["windowed_as_full"])
     if layout["state_groups"]:
         kind = next((_STATE_NAMES[k] for k in layout["kind_groups"] if k in _STATE_NAMES), "state")
         parts.append(

@@ -63,14 +63,34 @@ def test_chunked_local_attention_holds_its_chunk_plus_one_batch():
     cfg.update(attention_chunk_size=8192, no_rope_layers=[0 if (i + 1) % 4 == 0 else 1 for i in range(32)])
     a = M.normalize_config(cfg)
     assert a["layer_counts"] == {"chunked": 24, "full": 8} and a["windows"] == {"chunked": 8192}
-    lay = P.kv_layout(a, 1)
+    lay = K.build_layout(a, 1, hybrid_manager=True)
     assert lay["group_size"] == 8 and lay["kind_groups"] == {"chunked": 3, "full": 1}
     # full: 131072 / 16; chunked: cdiv(min(8192 + 8192, 131072), 16) per group
     assert P.blocks_per_request(lay, 131072, 8192) == 8192 + 3 * 1024
 
 
+def test_chunked_local_attention_is_full_attention_by_default():
+    # vLLM turns its hybrid KV cache manager off for chunked local attention unless
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: every layer then keeps the whole context
+    cfg = copy.deepcopy(config("meta-llama--Llama-3.1-8B-Instruct"))
+    cfg.update(attention_chunk_size=8192, no_rope_layers=[0 if (i + 1) % 4 == 0 else 1 for i in range(32)])
+    a = M.normalize_config(cfg)
+    lay = P.kv_layout(a, 1)
+    assert lay["kind_groups"] == {"full": 1} and lay["kind_layers"] == {"full": 32}
+    assert P.blocks_per_request(lay, 131072, 8192) == 8192
+    # memory per request: 32 layers x 8192 blocks by default, 8 layers x (8192 + 3 x 1024) with the hybrid manager
+    assert P.blocks_per_request(lay, 131072, 8192) * 32 > P.blocks_per_request(
+        K.build_layout(a, 1, hybrid_manager=True), 131072, 8192) * 8
+
+
+def test_without_the_hybrid_manager_only_mixed_windows_become_full():
+    assert K.unify_without_hybrid_manager({"chunked": 4}) == {"chunked": 4}
+    assert K.unify_without_hybrid_manager({"sliding": 5, "full": 1}) == {"full": 6}
+    assert K.unify_without_hybrid_manager({"full": 6, "short_conv": 10}) == {"full": 6, "short_conv": 10}
+
+
 def test_short_conv_state_is_hidden_by_cache_length():
-    a = {"layer_counts": {"short_conv": 10, "full": 6}, "short_conv": {"hidden_size": 1024, "l_cache": 3},
+    a = {"layer_counts": {"short_conv": 10, "full": 6}, "short_conv": {"conv_dim": 1024, "l_cache": 3},
          "dtype_bytes": 2}
     assert K.state_page_bytes(a) == 1024 * 2 * 2
 
@@ -107,3 +127,30 @@ def test_a_repo_without_a_profile_plans_with_generic_features():
     plan = P.plan(facts, p, max_model_len=32768, features={"prefix_caching": False})
     assert plan["fits"] and plan["vllm_args"]["enable-prefix-caching"] is False
     assert plan["kv_cache_layout"]["kind_groups"] == {"sliding": 6, "full": 1}
+
+
+def test_a_chunked_plan_says_why_every_layer_keeps_the_whole_context():
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu_catalogue import annotate_gpu_facts, load_catalogue
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
+    cat = load_catalogue()
+    cfg = copy.deepcopy(config("meta-llama--Llama-3.1-8B-Instruct"))
+    cfg.update(attention_chunk_size=8192, no_rope_layers=[0 if (i + 1) % 4 == 0 else 1 for i in range(32)])
+    r = P.plan(annotate_gpu_facts(gpu_facts_from_spec("1x H200", cat), cat),
+               M.profile_from_model_dir(cfg, weights_bytes=16 * 10 ** 9, name="chunked-llama"), max_model_len=32768)
+    assert r["fits"]
+    assert any("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE" in x and "24 windowed layers" in x
+               for x in r["reasons"])
+
+
+def test_lfm2_v1_names_its_attention_layers_in_full_attn_idxs():
+    a = M.normalize_config(config("LiquidAI--LFM2-700M"))
+    assert a["layer_counts"] == {"short_conv": 10, "full": 6}
+    assert a["short_conv"] == {"conv_dim": 1536, "l_cache": 3}
+    # block_ff_dim 10240, auto-adjusted as vLLM's Lfm2MLP does: int(2 * 10240 / 3) = 6826, rounded up to 256
+    assert a["intermediate_size"] == 6912 and a["tie_word_embeddings"] is True
+
+
+def test_an_lfm2_config_without_its_layer_list_is_refused():
+    cfg = {k: v for k, v in config("LiquidAI--LFM2-700M").items() if k != "full_attn_idxs"}
+    with pytest.raises(M.NotModelledError, match="full_attn_idxs"):
+        M.normalize_config(cfg)

@@ -65,7 +65,7 @@ def test_the_captures_cover_the_architecture_classes():
     kinds = set()
     for c in CASES:
         kinds |= set(profile_of(c)["arch"]["layer_counts"])
-    assert {"full", "sliding", "mla", "mamba2"} <= kinds
+    assert {"full", "sliding", "mla", "mamba2", "short_conv"} <= kinds
     assert len(glob.glob(os.path.join(FIX, "*.log"))) >= len(CASES)
 
 
