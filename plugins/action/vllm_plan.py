@@ -215,8 +215,8 @@ class ActionModule(ActionBase):
                          replicas=args["replicas"], hosts=args["hosts"], alternatives=list(profiles.values()),
                          hybrid_manager=hybrid)
             if notes:
-                p.setdefault("reasons", []).insert(0, "Planned for the engine as it will run, with what %s adds to the plan's flags: "
-                                       "%s." % (args["engine_args_var"], ", ".join(notes)))
+                p.setdefault("reasons", []).insert(0, "Planned for the engine as it will run, with what %s adds to the "
+                                                      "plan's flags: %s." % (args["engine_args_var"], ", ".join(notes)))
         except (PlanError, ProfileError, CatalogueError, H.HubMetadataError, ValueError, OSError) as e:
             raise AnsibleActionFail("vllm_plan: %s" % e)
         if label is None:
