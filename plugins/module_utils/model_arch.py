@@ -42,6 +42,19 @@ ARCHITECTURES = {
 }
 
 
+# The classes that implement vLLM's SupportsMambaPrefixCaching (vllm/model_executor/models, 0.22.0): with prefix
+# caching they run mamba cache mode 'all'; every other hybrid runs 'align' (MambaModelConfig).
+MAMBA_PREFIX_CACHING_ALL = frozenset((
+    "BambaForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "JambaForCausalLM",
+    "MambaForCausalLM", "Mamba2ForCausalLM", "NemotronHForCausalLM", "Zamba2ForCausalLM"))
+
+
+def mamba_chunk_size(text):
+    """ModelConfig.get_mamba_chunk_size: mamba_chunk_size (Bamba, Falcon-H1, Granite), chunk_size (Mamba2,
+    Nemotron-H, Zamba), else 2048."""
+    return int(_first(text, "mamba_chunk_size", "chunk_size") or 2048)
+
+
 class NotModelled(KVSpecError):
     """An architecture or layer type the planner does not model (the message names it and the way out); a plan
     with the KV cache sized by hand (kv_by_hand.py) is still possible."""

@@ -184,6 +184,8 @@ def _normalize(config, where="config"):
         "mtp_layers": int(_first(text, "mtp_num_hidden_layers", "num_nextn_predict_layers", default=0)),
         "quant_method": qc.get("quant_method"), "intermediate_size": model_arch.dense_intermediate(text),
         "mlp_blocks": model_arch.mlp_blocks(text, layers),
+        "mamba_prefix_caching_all": architecture in model_arch.MAMBA_PREFIX_CACHING_ALL,
+        "mamba_chunk_size": model_arch.mamba_chunk_size(text) if mamba else None,
         "tie_word_embeddings": _tied_embeddings(text, config, model_type),
     }
 

@@ -121,12 +121,12 @@ def state_bytes_per_sequence(arch, tp=1):
 
 
 def kv_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, num_speculative_tokens=0, prefix_caching=False,
-              block_size=None, hybrid_manager=None):
+              block_size=None, hybrid_manager=None, vllm_version=None):
     """vLLM's KV cache layout for one GPU of a TP group (kv_specs.build_layout).  ``mtp_layers``: extra
     full-attention layers of an MTP drafter (when MTP is on).  ``block_size``: "cpu" for the CPU engine's.
     ``hybrid_manager``: vLLM's hybrid KV cache manager on / off (None: vLLM's default for the model)."""
     return K.build_layout(arch, tp, kv_dtype_bytes, mtp_layers, num_speculative_tokens, prefix_caching, block_size,
-                          hybrid_manager)
+                          hybrid_manager, vllm_version)
 
 
 def blocks_per_request(layout, max_model_len, batched_tokens=None):
@@ -250,7 +250,7 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
                                 "(%d blocks per sequence); the rest wait or are preempted"
                                 % (seqs, c["short_sequence_capacity"],
                                    layout["attention_groups"] + layout["state_groups"]
-                                   * layout["state_blocks_per_request"]))
+                                   * K.state_blocks(layout, max_model_len)))
     else:
         seqs = min(DEFAULT_MAX_NUM_SEQS[objective], c["short_sequence_capacity"] if hybrid else
                    DEFAULT_MAX_NUM_SEQS[objective])
@@ -309,7 +309,7 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
     # Features that change memory or the KV layout (MTP, text-only, prefix caching, eager) are settled first;
     # expert-parallel-dependent ones later.
     opts = _layout_options(profile, objective, features, kv_dtype_bytes)
-    opts["hybrid_manager"] = hybrid_manager
+    opts.update(hybrid_manager=hybrid_manager, vllm_version=vllm_version)
 
     if accelerator == "cpu":
         result = _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_cache_memory_bytes,
@@ -414,14 +414,14 @@ def _layout_options(profile, objective, features, kv_dtype_bytes):
 
 
 def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="auto", objective="throughput",
-               hybrid_manager=None):
+               hybrid_manager=None, vllm_version=None):
     """The KV layout (kv_layout) of a profile served with these settings, without any memory model: what the
     boot-log replay needs to turn vLLM's logged available memory into blocks and concurrency."""
     arch = profile["arch"]
     kvb = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
     o = _layout_options(profile, objective, features, kvb)
     return kv_layout(arch, tensor_parallel_size, kvb, o["mtp_layers"], o["num_speculative_tokens"],
-                     o["prefix_caching"], hybrid_manager=hybrid_manager)
+                     o["prefix_caching"], hybrid_manager=hybrid_manager, vllm_version=vllm_version)
 
 
 def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, opts, features, hybrid, reasons,
@@ -435,7 +435,8 @@ def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, 
                                           "mtp_layers": arch["mtp_layers"]})
     reasons.extend(freasons)
     layout = kv_layout(arch, 1, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
-                       opts["prefix_caching"], block_size="cpu", hybrid_manager=opts.get("hybrid_manager"))
+                       opts["prefix_caching"], block_size="cpu", hybrid_manager=opts.get("hybrid_manager"),
+                       vllm_version=opts.get("vllm_version"))
     kv_tok = kv_bytes_per_token(arch, opts["kv_dtype_bytes"], extra_layers=opts["mtp_layers"])
     r = _capacity_eval(kv_budget, layout, max_model_len, max_num_seqs, objective,
                        dict(weights_bytes=profile["weights_bytes"], weights_bytes_per_gpu=0,
@@ -487,7 +488,8 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
 
     def evaluate(t, group):
         layout = kv_layout(arch, t, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
-                           opts["prefix_caching"], hybrid_manager=opts.get("hybrid_manager"))
+                           opts["prefix_caching"], hybrid_manager=opts.get("hybrid_manager"),
+                           vllm_version=opts.get("vllm_version"))
         return _memory_for(arch, profile, group, gpus, t, util, max_model_len, max_num_seqs, objective, opts,
                            layout, batched_tokens)
 

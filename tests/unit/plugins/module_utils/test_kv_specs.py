@@ -37,8 +37,25 @@ def test_mamba2_hybrid_state_page_and_block_follow_vllm():
     assert lay["block_size"] == 1312  # 16 x cdiv(5316608, 16 x 4096)
     assert (lay["group_size"], lay["attention_groups"], lay["state_groups"]) == (4, 1, 7)
     assert P.blocks_per_request(lay, 131072) == 100 + 7 * 1  # ceil(131072 / 1312) + one state block per group
+    # prefix caching: Nemotron-H supports Mamba prefix caching, so vLLM runs mamba cache mode 'all': the block is a
+    # multiple of the Mamba chunk size (this trimmed config has no chunk_size: vLLM's default 2048) and every group
+    # holds one state block per block of the request
     with_pc = P.kv_layout(a, 1, prefix_caching=True)
-    assert P.blocks_per_request(with_pc, 131072) == 100 + 7 * 2
+    assert with_pc["mamba_cache_mode"] == "all" and with_pc["block_size"] == 2048
+    assert P.blocks_per_request(with_pc, 131072) == 64 + 7 * 64
+    with_chunk = P.kv_layout(M.normalize_config(dict(NEMOTRON_NANO_9B, chunk_size=128)), 1, prefix_caching=True)
+    assert with_chunk["block_size"] == 128 * 11  # 128 x cdiv(cdiv(5316608, 4096), 128)
+    # from 0.32.0 on vLLM runs 'align' for every hybrid: two state blocks per group, the plain block
+    newer = P.kv_layout(a, 1, prefix_caching=True, vllm_version="0.32.0")
+    assert newer["mamba_cache_mode"] == "align" and newer["block_size"] == 1312
+    assert P.blocks_per_request(newer, 131072) == 100 + 7 * 2
+
+
+def test_short_conv_prefix_caching_runs_align_mode():
+    # LFM2 does not implement vLLM's SupportsMambaPrefixCaching: 'align', two state blocks per group
+    lay = P.kv_layout(M.normalize_config(config("LiquidAI--LFM2-700M")), 1, prefix_caching=True)
+    assert lay["mamba_cache_mode"] == "align" and lay["block_size"] == 16
+    assert P.blocks_per_request(lay, 32768) == 2048 + lay["state_groups"] * 2
 
 
 def test_mamba2_groups_are_replicated_when_tp_does_not_divide_them():

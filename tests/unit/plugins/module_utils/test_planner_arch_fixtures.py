@@ -55,7 +55,12 @@ def plan_of(case, run):
                   kv_cache_dtype=_flag(argv, "--kv-cache-dtype", "auto"), tensor_parallel_size=1,
                   features={"enforce_eager": "--enforce-eager" in argv,
                             # what vLLM ran with: its default differs by version on hybrids (docs/PLANNER.md)
-                            "prefix_caching": run["enable_prefix_caching"]})
+                            "prefix_caching": run["enable_prefix_caching"]},
+                  hybrid_manager=_hybrid_manager(argv))
+
+
+def _hybrid_manager(argv):
+    return False if "--disable-hybrid-kv-cache-manager" in argv else None
 
 
 def test_the_captures_cover_the_architecture_classes():
@@ -76,7 +81,8 @@ def test_layout_from_vllms_own_memory_is_exact(case):
     argv = case["argv"]
     arch = profile_of(case)["arch"]
     kvb = 1 if _flag(argv, "--kv-cache-dtype") == "fp8" else arch["dtype_bytes"]
-    layout = P.kv_layout(arch, 1, kvb, prefix_caching=run["enable_prefix_caching"])
+    layout = P.kv_layout(arch, 1, kvb, prefix_caching=run["enable_prefix_caching"],
+                         hybrid_manager=_hybrid_manager(argv))
     # the attention groups' block size: on a hybrid vLLM raises it so attention and state pages match (RESULT_JSON's
     # block_size is the front end's configured 16)
     attention_block = next(g["block_size"] for g in probe["kv_cache_groups"] if g["spec"] != "MambaSpec")
