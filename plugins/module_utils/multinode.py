@@ -222,10 +222,11 @@ def group_problems(layout, replicas, user_args=None, interface="", accelerator="
         outside = [h for h in layout["hosts"] if h not in set(play_batch)]
         if outside:
             problems.append("the hosts of %s %r serve one model and must (re)start together, but this play's batch "
-                            "leaves out %s (a play with serial, e.g. playbooks/upgrade.yml's one host at a time). Run "
-                            "playbooks/serve.yml --limit %s for the group (take its leader %s out of the balancer "
-                            "first), or a play without serial." % (group_var, layout["group"], ", ".join(outside),
-                                                                   layout["group"], layout["leader"]))
+                            "leaves out %s (a play with serial, or --limit). Run playbooks/upgrade.yml (it rolls a group as "
+                            "one batch) or playbooks/serve.yml --limit %s for the group (take its leader %s out of the "
+                            "balancer first), or a play without serial." % (group_var, layout["group"],
+                                                                            ", ".join(outside), layout["group"],
+                                                                            layout["leader"]))
     nodes = (plan or {}).get("nodes")
     if nodes and int(nodes) != int(layout["nnodes"]):
         problems.append("llmfleet_plan was made for %s host(s) but %s %r has %d (%s). Plan with hosts: %d "
