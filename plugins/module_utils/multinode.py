@@ -8,7 +8,9 @@ Pure functions, no I/O. The hosts of the inventory group named by ``llmfleet_mod
 instance; the group's order is the rank order (the first host is rank 0, the leader: it serves the API
 behind the edge, the others run ``--headless``). vLLM's native multiprocessing multi-node mode is used
 (``--nnodes``, ``--node-rank``, ``--master-addr``, ``--master-port``, ``--distributed-executor-backend mp``),
-read from vLLM 0.32.0's ``vllm serve --help=all``.
+read from vLLM 0.32.0's ``vllm serve --help=all``. Ray (``vllm_server_multinode_backend: ray``) is the alternative:
+the leader's container starts a Ray head and then ``vllm serve --distributed-executor-backend ray``; every other
+host's container runs a Ray worker (``ray start --block``) in the same image.
 
   group_layout(hosts, hostname, addresses, ...)  -> {nnodes, node_rank, leader, is_leader, master_addr, ...}
   rank_args(layout, master_port, ...)            -> vLLM flag dict for this rank (merged over the plan's)
@@ -16,6 +18,7 @@ read from vLLM 0.32.0's ``vllm serve --help=all``.
   rank_unit(replica_name, layout)                -> systemd unit and container names of this rank
   group_problems(...)                            -> input errors, each naming the variable and the fix
   restart_order(layout)                          -> the order a group is (re)started in: headless ranks, then the leader
+  ray_commands(layout, backend, ray_port)        -> the Ray alternative: the leader's head start, a worker's argv
 """
 
 from __future__ import annotations
@@ -156,12 +159,45 @@ def rank_args(layout, master_port=29500, accelerator="gpu", tensor_parallel_size
 
 
 def ray_worker_argv(layout, ray_port=6379):
-    """The Ray alternative: the command of a non-leader host's Ray worker unit (the leader runs ``ray start --head``)."""
+    """The Ray alternative's ``ray start`` command of this host's rank container (checked against ``ray start --help``
+    of ray 2.60.0, tests/fixtures/ray/ray-start-help.txt). The leader starts the head in its container without
+    ``--block`` (Ray's processes run on beside vLLM, which the container then runs as its main process); a worker
+    host's container runs ``ray start --block`` as its main process (it exits, and systemd restarts it, when its
+    Ray processes end, e.g. when the head is gone)."""
+    common = ["--node-ip-address", layout["host_ip"], "--disable-usage-stats"]
     if layout["is_leader"]:
-        return ["ray", "start", "--head", "--block", "--port", str(int(ray_port)),
-                "--node-ip-address", layout["host_ip"]]
-    return ["ray", "start", "--block", "--address", "%s:%d" % (layout["master_addr"], int(ray_port)),
-            "--node-ip-address", layout["host_ip"]]
+        return ["ray", "start", "--head", "--port", str(int(ray_port)), "--include-dashboard", "false"] + common
+    return ["ray", "start", "--block", "--address", "%s:%d" % (layout["master_addr"], int(ray_port))] + common
+
+
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.:@/=-]+$")
+
+
+def ray_commands(layout, backend="mp", ray_port=6379):
+    """What this host's rank container runs with ``backend='ray'`` (all empty for ``mp`` or a single host):
+    ``head``: shell text the leader's container runs before vLLM (its Ray head); ``worker``: the argv a worker host's
+    container runs instead of vLLM. Every word is checked to need no shell quoting (addresses, ports, flags)."""
+    out = {"head": "", "worker": []}
+    if backend != "ray" or int(layout.get("nnodes", 1)) <= 1:
+        return out
+    try:
+        port = int(str(ray_port).strip())
+        if not 1 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        raise MultinodeError("vllm_server_multinode_ray_port is %r: give the TCP port of the Ray head on the leader "
+                             "(1-65535, open between the group's hosts), e.g. 6379." % (ray_port,))
+    argv = ray_worker_argv(layout, port)
+    unsafe = [w for w in argv if not _SHELL_SAFE.match(w)]
+    if unsafe:
+        raise MultinodeError("the Ray command of %s would carry %r: give vllm_server_multinode_address an IP address "
+                             "and vllm_server_multinode_ray_port a port number." % (layout["hosts"][layout["node_rank"]],
+                                                                                   unsafe))
+    if layout["is_leader"]:
+        out["head"] = " ".join(argv)
+    else:
+        out["worker"] = argv
+    return out
 
 
 def rank_env(layout, interface="", accelerator="gpu"):
