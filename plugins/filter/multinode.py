@@ -55,4 +55,5 @@ def multinode_problems(layout, replicas, user_args=None, interface="", accelerat
 class FilterModule:
     def filters(self):
         return {"multinode_layout": multinode_layout, "multinode_args": multinode_args,
-                "multinode_env": multinode_env, "multinode_ray": multinode_ray, "multinode_addresses": multinode_addresses, "multinode_problems": multinode_problems}
+                "multinode_env": multinode_env, "multinode_ray": multinode_ray,
+                "multinode_addresses": multinode_addresses, "multinode_problems": multinode_problems}

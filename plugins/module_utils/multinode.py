@@ -190,9 +190,9 @@ def ray_commands(layout, backend="mp", ray_port=6379):
     argv = ray_worker_argv(layout, port)
     unsafe = [w for w in argv if not _SHELL_SAFE.match(w)]
     if unsafe:
+        host = layout["hosts"][layout["node_rank"]]
         raise MultinodeError("the Ray command of %s would carry %r: give vllm_server_multinode_address an IP address "
-                             "and vllm_server_multinode_ray_port a port number." % (layout["hosts"][layout["node_rank"]],
-                                                                                   unsafe))
+                             "and vllm_server_multinode_ray_port a port number." % (host, unsafe))
     if layout["is_leader"]:
         out["head"] = " ".join(argv)
     else:
@@ -263,7 +263,8 @@ def group_problems(layout, replicas, user_args=None, interface="", accelerator="
                             "balancer first), or a play without serial." % (group_var, layout["group"],
                                                                             ", ".join(outside), layout["group"],
                                                                             layout["leader"]))
-    nodes = (plan or {}).get("nodes")
+    # The CPU engine's plan is one host's (nodes 1): its pipeline over the group takes the host count.
+    nodes = (plan or {}).get("nodes") if accelerator != "cpu" else None
     if nodes and int(nodes) != int(layout["nnodes"]):
         problems.append("llmfleet_plan was made for %s host(s) but %s %r has %d (%s). Plan with hosts: %d "
                         "(llmfleet.vllm.vllm_plan / playbooks/plan.yml), or change the group."

@@ -29,8 +29,8 @@ def _group_batch(name, hosts, host_groups, group_members, group_var):
     if name not in group_members:
         users = sorted(h for h in hosts if host_groups.get(h) == name)
         raise RollError("%s=%r on %s, but the inventory has no group %r. Put the hosts that serve one model instance "
-                        "in an inventory group of that name, or unset %s." % (group_var, name, ", ".join(users), name,
-                                                                             group_var))
+                        "in an inventory group of that name, or unset %s."
+                        % (group_var, name, ", ".join(users), name, group_var))
     members = [str(h) for h in group_members.get(name) or []]
     in_play = set(hosts)
     left_out = [h for h in members if h not in in_play]

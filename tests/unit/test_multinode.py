@@ -273,6 +273,17 @@ def test_plan_sizes_used_only_when_the_plan_was_made_for_this_many_hosts():
     assert len(problems) == 1 and "made for 3 host(s)" in problems[0] and "hosts: 2" in problems[0]
 
 
+def test_the_cpu_engines_one_host_plan_serves_a_group():
+    """The CPU planner plans one host's engine (nodes 1); its group runs the pipeline over the host count (the
+    multinode scenario's converge was refused with "llmfleet_plan was made for 1 host(s)")."""
+    layout = group_layout(HOSTS, "gpu-a", ADDR, "m1")
+    cpu_plan = {"nodes": 1, "pipeline_parallel_size": 1, "tensor_parallel_size": 1}
+    assert group_problems(layout, [{"name": "0"}], {}, accelerator="cpu", plan=cpu_plan) == []
+    assert plan_sizes(layout, cpu_plan) == (None, None)
+    assert rank_args(layout, accelerator="cpu")["pipeline-parallel-size"] == 2
+    assert group_problems(layout, [{"name": "0"}], {}, accelerator="gpu", plan=cpu_plan) != []
+
+
 def test_a_play_batch_with_part_of_the_group_is_refused():
     layout = group_layout(HOSTS, "gpu-a", ADDR, "m1")
     problems = group_problems(layout, [{"name": "0"}], {}, play_batch=["gpu-a"])

@@ -1,8 +1,9 @@
 """One model over two hosts as its users meet it (#30): requests through the leader's edge with the API key, the
-ranks where they should be, and a kill -9 of the headless rank after which the group serves again within a bound.
+ranks where they should be, a rolling upgrade (playbooks/upgrade.yml to the test bed's second image) that rolls the
+group as one batch, and a kill -9 of the headless rank after which the group serves again within a bound.
 
 Runs in `molecule verify` (or `molecule test -s multinode`) after converge and idempotence. The measured recovery
-time is printed and written to .cache/multinode-report.json.
+time is printed and written to .cache/multinode-report.json, the upgrade's to .cache/multinode-report-upgrade.json.
 """
 import json
 import os
@@ -87,33 +88,6 @@ def test_the_group_is_one_replica_split_across_the_hosts():
     assert "Worker_PP1" in on(RANK1, "docker logs llmfleet-vllm-0 2>&1").stdout
 
 
-def test_kill_9_of_the_headless_rank_the_group_serves_again_within_the_bound():
-    assert chat(LEADER)[0] == 200
-    started = time.monotonic()
-    # kill -9 of the rank's vLLM (its container's main process): the container dies, systemd restarts the unit;
-    # the leader's group watch sees the rank's connections gone and restarts the leader.
-    on(RANK1, "docker kill --signal KILL llmfleet-vllm-0")
-    failed_seen = False
-    while time.monotonic() - started < RECOVERY_BOUND:
-        status, _answer = chat(LEADER, timeout=20)
-        if status == 200 and failed_seen:
-            break
-        if status != 200:
-            failed_seen = True
-        time.sleep(2)
-    else:
-        pytest.fail("the group did not serve again within %d s of kill -9 on rank 1\n%s" % (
-            RECOVERY_BOUND, on(LEADER, "journalctl -u llmfleet-group-watch --no-pager | tail -20").stdout))
-    recovery = time.monotonic() - started
-    journal = on(LEADER, "journalctl -u llmfleet-group-watch --no-pager").stdout
-    assert "no connection with the rank on %s" % RANK1 in journal
-    os.makedirs(os.path.dirname(REPORT), exist_ok=True)
-    with open(REPORT, "w") as handle:
-        json.dump({"recovery_s": round(recovery, 1), "bound_s": RECOVERY_BOUND,
-                   "loadavg": open("/proc/loadavg").read().split()[:3]}, handle)
-    print("recovery after kill -9 of rank 1: %.1f s (bound %d s)" % (recovery, RECOVERY_BOUND))
-
-
 V2 = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_V2_FROM_HOSTS", "")
 
 
@@ -175,3 +149,30 @@ def test_rolling_upgrade_rolls_the_group_as_one_batch_and_it_serves_again():
     status, answer = chat(LEADER, timeout=120)
     assert status == 200, answer
     assert "Worker_PP1" in on(RANK1, "docker logs llmfleet-vllm-0 2>&1").stdout
+
+
+def test_kill_9_of_the_headless_rank_the_group_serves_again_within_the_bound():
+    assert chat(LEADER)[0] == 200
+    started = time.monotonic()
+    # kill -9 of the rank's vLLM (its container's main process): the container dies, systemd restarts the unit;
+    # the leader's group watch sees the rank's connections gone and restarts the leader.
+    on(RANK1, "docker kill --signal KILL llmfleet-vllm-0")
+    failed_seen = False
+    while time.monotonic() - started < RECOVERY_BOUND:
+        status, _answer = chat(LEADER, timeout=20)
+        if status == 200 and failed_seen:
+            break
+        if status != 200:
+            failed_seen = True
+        time.sleep(2)
+    else:
+        pytest.fail("the group did not serve again within %d s of kill -9 on rank 1\n%s" % (
+            RECOVERY_BOUND, on(LEADER, "journalctl -u llmfleet-group-watch --no-pager | tail -20").stdout))
+    recovery = time.monotonic() - started
+    journal = on(LEADER, "journalctl -u llmfleet-group-watch --no-pager").stdout
+    assert "no connection with the rank on %s" % RANK1 in journal
+    os.makedirs(os.path.dirname(REPORT), exist_ok=True)
+    with open(REPORT, "w") as handle:
+        json.dump({"recovery_s": round(recovery, 1), "bound_s": RECOVERY_BOUND,
+                   "loadavg": open("/proc/loadavg").read().split()[:3]}, handle)
+    print("recovery after kill -9 of rank 1: %.1f s (bound %d s)" % (recovery, RECOVERY_BOUND))
