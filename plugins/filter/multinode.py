@@ -41,6 +41,11 @@ def multinode_ray(layout, backend="mp", ray_port=6379):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def multinode_ray_problems(probe, image, accelerator="gpu"):
+    probe = dict(probe or {})
+    return multinode.ray_problems(image, probe.get("rc", 1), probe.get("stderr", ""), accelerator)
+
+
 def multinode_env(layout, interface="", accelerator="gpu"):
     return multinode.rank_env(layout, interface or "", accelerator)
 
@@ -56,4 +61,5 @@ class FilterModule:
     def filters(self):
         return {"multinode_layout": multinode_layout, "multinode_args": multinode_args,
                 "multinode_env": multinode_env, "multinode_ray": multinode_ray,
+                "multinode_ray_problems": multinode_ray_problems,
                 "multinode_addresses": multinode_addresses, "multinode_problems": multinode_problems}

@@ -19,6 +19,7 @@ host's container runs a Ray worker (``ray start --block``) in the same image.
   group_problems(...)                            -> input errors, each naming the variable and the fix
   restart_order(layout)                          -> the order a group is (re)started in: headless ranks, then the leader
   ray_commands(layout, backend, ray_port)        -> the Ray alternative: the leader's head start, a worker's argv
+  ray_problems(image, probe_rc, ...)             -> why this host cannot run the Ray alternative
 """
 
 from __future__ import annotations
@@ -198,6 +199,25 @@ def ray_commands(layout, backend="mp", ray_port=6379):
     else:
         out["worker"] = argv
     return out
+
+
+def ray_problems(image, probe_rc, probe_stderr="", accelerator="gpu"):
+    """Why this host cannot run the Ray alternative (empty when it can): the pinned image must import ``ray`` (vLLM's
+    images no longer install it; ``probe_rc`` / ``probe_stderr`` of ``python3 -c 'import ray'`` run in the image), and
+    vLLM's CPU platform has no Ray device (vLLM 0.32.0, vllm/v1/executor/ray_utils.py: an empty ``ray_device_key``
+    raises "current platform cpu does not support ray"). Each names vllm_server_multinode_backend and the fix."""
+    problems = []
+    if int(probe_rc) != 0:
+        last = [line.strip() for line in str(probe_stderr or "").splitlines() if line.strip()][-1:]
+        problems.append("vllm_server_multinode_backend is ray, but the pinned image %s has no Ray (python3 -c 'import "
+                        "ray' in it: %s). Set vllm_server_multinode_backend: mp (vLLM's own multi-node mode, the "
+                        "default; it needs nothing but vLLM), or pin an image that has Ray (vllm_image_ref; e.g. one "
+                        "built FROM this image with pip install ray)." % (image, last[0] if last else "exit %s" % probe_rc))
+    if accelerator == "cpu":
+        problems.append("vllm_server_multinode_backend is ray, but vLLM's CPU engine has no Ray device (vLLM refuses "
+                        "with 'current platform cpu does not support ray'). Set vllm_server_multinode_backend: mp for "
+                        "the cpu accelerator.")
+    return problems
 
 
 def rank_env(layout, interface="", accelerator="gpu"):

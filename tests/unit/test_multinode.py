@@ -15,6 +15,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.multinode import (
     rank_env,
     rank_unit,
     ray_commands,
+    ray_problems,
     ray_worker_argv,
     restart_order,
     single_layout,
@@ -289,3 +290,14 @@ def test_a_play_batch_with_part_of_the_group_is_refused():
     problems = group_problems(layout, [{"name": "0"}], {}, play_batch=["gpu-a"])
     assert len(problems) == 1 and "leaves out gpu-b" in problems[0] and "--limit m1" in problems[0]
     assert group_problems(layout, [{"name": "0"}], {}, play_batch=["gpu-a", "gpu-b", "other"]) == []
+
+
+def test_ray_problems_name_the_backend_and_the_fix():
+    missing = ray_problems("reg/vllm:1@sha256:ab", 1, "Traceback ...\nModuleNotFoundError: No module named 'ray'\n")
+    assert len(missing) == 1
+    assert "vllm_server_multinode_backend is ray, but the pinned image reg/vllm:1@sha256:ab has no Ray" in missing[0]
+    assert "No module named 'ray'" in missing[0] and "vllm_server_multinode_backend: mp" in missing[0]
+    cpu = ray_problems("img", 0, "", accelerator="cpu")
+    assert len(cpu) == 1 and "does not support ray" in cpu[0] and "vllm_server_multinode_backend: mp" in cpu[0]
+    assert len(ray_problems("img", 1, "", accelerator="cpu")) == 2
+    assert ray_problems("img", 0, "", accelerator="gpu") == []
