@@ -1,4 +1,5 @@
 import os
+import re
 
 import pytest
 
@@ -13,6 +14,8 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.multinode import (
     rank_args,
     rank_env,
     rank_unit,
+    ray_commands,
+    ray_problems,
     ray_worker_argv,
     restart_order,
     single_layout,
@@ -97,10 +100,59 @@ def test_ray_alternative_leader_runs_vllm_workers_run_ray():
     assert rank_args(lead, backend="ray")["distributed-executor-backend"] == "ray"
     assert rank_args(other, backend="ray") == {}
     assert ray_worker_argv(other) == ["ray", "start", "--block", "--address", "10.0.0.11:6379",
-                                      "--node-ip-address", "10.0.0.12"]
-    assert ray_worker_argv(lead)[:3] == ["ray", "start", "--head"]
+                                      "--node-ip-address", "10.0.0.12", "--disable-usage-stats"]
+    # The head does not block: vLLM runs after it in the leader's container, as the container's main process.
+    assert ray_worker_argv(lead)[:3] == ["ray", "start", "--head"] and "--block" not in ray_worker_argv(lead)
     with pytest.raises(MultinodeError, match="vllm_server_multinode_backend"):
         rank_args(lead, backend="nccl")
+
+
+RAY_HELP = os.path.join(os.path.dirname(__file__), "..", "fixtures", "ray", "ray-start-help.txt")
+
+
+def _ray_start_options():
+    """{option: takes a value} from ray 2.60.0's own `ray start --help` (tests/fixtures/ray)."""
+    options = {}
+    with open(RAY_HELP) as handle:
+        for line in handle:
+            match = re.match(r"^  (--[a-z0-9-]+)(?: ([A-Z]+))?\s", line)
+            if match:
+                options[match.group(1)] = bool(match.group(2))
+    return options
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_ray_argv_uses_only_options_ray_start_has_with_their_values(host):
+    options = _ray_start_options()
+    assert len(options) > 30, "the capture lost its options"
+    argv = ray_worker_argv(group_layout(HOSTS, host, ADDR), 6380)
+    assert argv[:2] == ["ray", "start"]
+    words = argv[2:]
+    while words:
+        flag = words.pop(0)
+        assert flag in options, "%s is not an option of ray start 2.60.0" % flag
+        if options[flag]:
+            assert words and not words[0].startswith("--"), "%s needs a value" % flag
+            words.pop(0)
+    assert "6380" in " ".join(argv)
+
+
+def test_ray_commands_a_head_before_vllm_on_the_leader_a_worker_elsewhere():
+    lead, other = (group_layout(HOSTS, h, ADDR) for h in HOSTS)
+    head = ray_commands(lead, "ray", 6379)
+    assert head["worker"] == [] and head["head"].startswith("ray start --head --port 6379 ")
+    assert "--node-ip-address 10.0.0.11" in head["head"]
+    worker = ray_commands(other, "ray", 6379)
+    assert worker["head"] == "" and worker["worker"][:5] == ["ray", "start", "--block", "--address", "10.0.0.11:6379"]
+    # vLLM's own mode and a single host run no Ray.
+    assert ray_commands(lead, "mp") == {"head": "", "worker": []}
+    assert ray_commands(single_layout("gpu-a"), "ray") == {"head": "", "worker": []}
+
+
+def test_ray_commands_refuse_a_word_the_shell_would_split():
+    lead = group_layout(HOSTS, "gpu-a", ADDR)
+    with pytest.raises(MultinodeError, match="vllm_server_multinode_ray_port"):
+        ray_commands(lead, "ray", "6379; rm -rf /")
 
 
 @pytest.mark.parametrize("hosts, host, addresses, match", [
@@ -222,8 +274,30 @@ def test_plan_sizes_used_only_when_the_plan_was_made_for_this_many_hosts():
     assert len(problems) == 1 and "made for 3 host(s)" in problems[0] and "hosts: 2" in problems[0]
 
 
+def test_the_cpu_engines_one_host_plan_serves_a_group():
+    """The CPU planner plans one host's engine (nodes 1); its group runs the pipeline over the host count (the
+    multinode scenario's converge was refused with "llmfleet_plan was made for 1 host(s)")."""
+    layout = group_layout(HOSTS, "gpu-a", ADDR, "m1")
+    cpu_plan = {"nodes": 1, "pipeline_parallel_size": 1, "tensor_parallel_size": 1}
+    assert group_problems(layout, [{"name": "0"}], {}, accelerator="cpu", plan=cpu_plan) == []
+    assert plan_sizes(layout, cpu_plan) == (None, None)
+    assert rank_args(layout, accelerator="cpu")["pipeline-parallel-size"] == 2
+    assert group_problems(layout, [{"name": "0"}], {}, accelerator="gpu", plan=cpu_plan) != []
+
+
 def test_a_play_batch_with_part_of_the_group_is_refused():
     layout = group_layout(HOSTS, "gpu-a", ADDR, "m1")
     problems = group_problems(layout, [{"name": "0"}], {}, play_batch=["gpu-a"])
     assert len(problems) == 1 and "leaves out gpu-b" in problems[0] and "--limit m1" in problems[0]
     assert group_problems(layout, [{"name": "0"}], {}, play_batch=["gpu-a", "gpu-b", "other"]) == []
+
+
+def test_ray_problems_name_the_backend_and_the_fix():
+    missing = ray_problems("reg/vllm:1@sha256:ab", 1, "Traceback ...\nModuleNotFoundError: No module named 'ray'\n")
+    assert len(missing) == 1
+    assert "vllm_server_multinode_backend is ray, but the pinned image reg/vllm:1@sha256:ab has no Ray" in missing[0]
+    assert "No module named 'ray'" in missing[0] and "vllm_server_multinode_backend: mp" in missing[0]
+    cpu = ray_problems("img", 0, "", accelerator="cpu")
+    assert len(cpu) == 1 and "does not support ray" in cpu[0] and "vllm_server_multinode_backend: mp" in cpu[0]
+    assert len(ray_problems("img", 1, "", accelerator="cpu")) == 2
+    assert ray_problems("img", 0, "", accelerator="gpu") == []

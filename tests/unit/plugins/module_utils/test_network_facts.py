@@ -179,6 +179,15 @@ def test_addresses_are_ansible_host_else_the_inventory_name():
     assert N.group_addresses(["gpu-a", "gpu-b"], hv) == {"gpu-a": "10.20.0.11", "gpu-b": "gpu-b"}
 
 
+def test_addresses_are_the_ones_the_ranks_use_before_a_name():
+    """A container-named host (Molecule's docker connection: ansible_host is the container's name, which the other
+    hosts cannot resolve) is checked at the address its rank advertises: its default route's, or the setting."""
+    hv = {"node-a": {"ansible_host": "node-a", "ansible_facts": {"default_ipv4": {"address": "172.17.0.5"}}},
+          "node-b": {"ansible_host": "node-b", "vllm_server_multinode_address": "10.0.0.12",
+                     "ansible_facts": {"default_ipv4": {"address": "172.17.0.6"}}}}
+    assert N.group_addresses(["node-a", "node-b"], hv) == {"node-a": "172.17.0.5", "node-b": "10.0.0.12"}
+
+
 def test_the_filter_reads_wait_for_results_under_failed_when_false():
     from ansible_collections.llmfleet.vllm.plugins.filter.preflight_network import llmfleet_group_unreachable
     t = {"host": "gpu-a", "address": "10.20.0.11", "port": 29500, "kind": "master"}
