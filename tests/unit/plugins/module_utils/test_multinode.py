@@ -107,7 +107,7 @@ def test_ray_alternative_leader_runs_vllm_workers_run_ray():
         rank_args(lead, backend="nccl")
 
 
-RAY_HELP = os.path.join(os.path.dirname(__file__), "..", "fixtures", "ray", "ray-start-help.txt")
+RAY_HELP = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "ray", "ray-start-help.txt")
 
 
 def _ray_start_options():

@@ -12,7 +12,7 @@ import yaml
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.roll import RollError, roll_batches, roll_serial
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
 HOSTS = ["s1", "g1a", "s2", "g2b", "g1b", "g2a", "s3"]
 GROUPS = {"g1": ["g1a", "g1b"], "g2": ["g2a", "g2b"]}
