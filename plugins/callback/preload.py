@@ -30,6 +30,12 @@ requirements:
   - enable it in ansible.cfg (C(callbacks_enabled = llmfleet.vllm.preload)), as the collection's own ansible.cfg does
 """
 
+EXAMPLES = r"""
+# ansible.cfg
+# [defaults]
+# callbacks_enabled = llmfleet.vllm.preload
+"""
+
 import importlib
 import pkgutil
 
