@@ -129,3 +129,24 @@ def test_lookup_rendering_matches_the_template_module_byte_for_byte(tmp_path):
                        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stdout[-3000:]
     assert (tmp_path / "by-lookup").read_bytes() == (tmp_path / "by-template").read_bytes()
+
+
+def test_secret_files_are_written_0600_and_their_content_is_never_shown(tmp_path):
+    owner, group = _me()
+    secret = "Bearer s3cret-key-that-must-not-leak"
+    args = dict(files=[dict(path=str(tmp_path / "edge.cfg"), content="plain\n", owner=owner, group=group)],
+                secret_files=[dict(path=str(tmp_path / "keys"), content=secret + "\n", owner=owner, group=group)])
+    r = subprocess.run([os.path.join(ANSIBLE_BIN, "ansible"), "localhost", "-c", "local", "-vvv", "--diff",
+                        "-e", "ansible_python_interpreter=%s" % sys.executable,
+                        "-m", "llmfleet.vllm.config_files", "-a", json.dumps(args)],
+                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert secret not in r.stdout + r.stderr
+    result = json.loads(r.stdout[r.stdout.index("{"):])["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    # The secret first: a file's validate may read it.
+    assert result["content_changed_paths"] == [str(tmp_path / "keys"), str(tmp_path / "edge.cfg")]
+    assert (tmp_path / "keys").read_text() == secret + "\n"
+    assert stat.S_IMODE(os.stat(tmp_path / "keys").st_mode) == 0o600
+    # The plain file's diff shows its content; the secret's says only that it changed.
+    assert [d["after"] for d in result["diff"]] == ["(secret content, changed)\n", "plain\n"]
+    assert not run(args)["changed"]
