@@ -24,6 +24,14 @@ options:
     type: list
     elements: path
     default: []
+  missing_msg:
+    description:
+      - When set, the module fails with this message, followed by the paths, where a file of O(files) is missing or
+        cannot be read as text (for a file the caller cannot do without; say in it what the user should do).
+      - Empty - a missing file is returned as null.
+    type: str
+    default: ""
+    version_added: "0.3.0"
   paths:
     description:
       - Paths to look at without reading them (as C(ansible.builtin.stat) without checksums, a link not followed).
@@ -73,6 +81,12 @@ EXAMPLES = r"""
     units: [llmfleet-vllm@0.service]
     unit_properties: [LoadState, ActiveState, SubState, Result, ExecMainStatus, NRestarts]
   register: replica_unit
+
+- name: Read the deployment description, which the next tasks cannot do without
+  llmfleet.vllm.host_state:
+    files: [/etc/llmfleet/serving.json]
+    missing_msg: There is no deployment description on this host; run the serve stage first.
+  register: deployment
 
 - name: Look for what an interrupted placement left next to a model directory
   llmfleet.vllm.host_state:
@@ -127,6 +141,7 @@ def main():
         argument_spec=dict(
             files=dict(type="list", elements="path", default=[]),
             paths=dict(type="list", elements="path", default=[]),
+            missing_msg=dict(type="str", default=""),
             packages=dict(type="list", elements="str", default=[]),
             units=dict(type="list", elements="str", default=[]),
             unit_properties=dict(type="list", elements="str", default=[]),
@@ -135,6 +150,10 @@ def main():
     )
     p = module.params
     files = dict((path, read_text(path)) for path in p["files"])
+    missing = [path for path in p["files"] if files[path] is None]
+    if missing and p["missing_msg"]:
+        module.fail_json(msg="%s (missing or unreadable on this host: %s)" % (p["missing_msg"].strip(), ", ".join(missing)),
+                         files=files, missing=missing)
     paths = dict((path, path_state(path)) for path in p["paths"])
 
     out = ""

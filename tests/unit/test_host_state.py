@@ -106,3 +106,19 @@ def test_path_state_tells_a_file_a_directory_a_link_and_nothing_apart(tmp_path):
     assert path_state(str(tmp_path / "dangling"))["type"] == "link"
     assert path_state(str(tmp_path / "missing")) == {"exists": False, "type": None, "size": None, "mode": None,
                                                       "mtime": None}
+
+
+def test_a_file_the_caller_cannot_do_without_fails_with_its_message_and_path(tmp_path):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_STDOUT_CALLBACK="json")
+    (tmp_path / "here.json").write_text("{}")
+    args = dict(files=[str(tmp_path / "here.json"), str(tmp_path / "serving.json")],
+                missing_msg="Run the serve stage first.")
+    r = subprocess.run([os.path.join(ANSIBLE_BIN, "ansible"), "localhost", "-c", "local",
+                        "-e", "ansible_python_interpreter=%s" % sys.executable,
+                        "-m", "llmfleet.vllm.host_state", "-a", json.dumps(args)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    result = json.loads(r.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert result["failed"]
+    assert result["msg"] == "Run the serve stage first. (missing or unreadable on this host: %s)" % (tmp_path / "serving.json")
