@@ -218,7 +218,9 @@ def main():
                 mode=dict(type="raw", default="0755"),
             )),
             files=dict(type="list", elements="dict", default=[], options=_file_options("0644", secret=False)),
-            secret_files=dict(type="list", elements="dict", default=[], options=_file_options("0600", secret=True)),
+            # The list itself is not the secret (its paths and modes show in the result): each content is.
+            secret_files=dict(type="list", elements="dict", default=[], no_log=False,
+                              options=_file_options("0600", secret=True)),
         ),
         supports_check_mode=True,
     )

@@ -104,8 +104,8 @@ def test_path_state_tells_a_file_a_directory_a_link_and_nothing_apart(tmp_path):
     assert path_state(str(tmp_path))["type"] == "directory"
     # A link is reported as the link, even when what it points to is gone (a leftover is a leftover).
     assert path_state(str(tmp_path / "dangling"))["type"] == "link"
-    assert path_state(str(tmp_path / "missing")) == {"exists": False, "type": None, "size": None, "mode": None,
-                                                      "mtime": None}
+    nothing = {"exists": False, "type": None, "size": None, "mode": None, "mtime": None}
+    assert path_state(str(tmp_path / "missing")) == nothing
 
 
 def test_a_file_the_caller_cannot_do_without_fails_with_its_message_and_path(tmp_path):

@@ -63,8 +63,9 @@ def test_connection_names_inventory_play_and_default_once_each():
 
 
 def test_connection_names_leave_templated_and_empty_values_to_the_task():
-    names = preload.connection_names("{{ my_conn }}", [{"ansible_connection": "{{ lookup('env', 'C') }}"},
-                                                      {"ansible_connection": ""}, {"ansible_connection": None}], "ssh")
+    inventory = [{"ansible_connection": "{{ lookup('env', 'C') }}"}, {"ansible_connection": ""},
+                 {"ansible_connection": None}]
+    names = preload.connection_names("{{ my_conn }}", inventory, "ssh")
     assert names == ["ssh"]
 
 
