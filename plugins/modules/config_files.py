@@ -208,8 +208,24 @@ def _file_options(mode, secret):
     )
 
 
+class _Module(AnsibleModule):
+    """AnsibleModule, except that the invocation it logs on the host (syslog / the journal) shows no secret file's
+    content: the option's no_log hides an exact value, but the log line holds the list's repr, where a content's
+    newlines are escaped and would no longer match it."""
+
+    def _log_invocation(self):
+        secret = self.params.get("secret_files")
+        if not secret:
+            return super(_Module, self)._log_invocation()
+        self.params["secret_files"] = [dict(spec, content="NOT_LOGGING_PARAMETER") for spec in secret]
+        try:
+            return super(_Module, self)._log_invocation()
+        finally:
+            self.params["secret_files"] = secret
+
+
 def main():
-    module = AnsibleModule(
+    module = _Module(
         argument_spec=dict(
             directories=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="path", required=True),
