@@ -18,6 +18,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.kv_by_hand import pl
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import (
     NotModelledError, ProfileError, load_profiles, match_profile, normalize_config, profile_from_model_dir,
     read_model_dir, weights_from_index)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_engine_args import engine_overrides
 from ansible_collections.llmfleet.vllm.plugins.module_utils.planner import PlanError, TABLE_HEADER, plan, table_row
 from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
 from ansible_collections.llmfleet.vllm.plugins.modules.vllm_plan import ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE
@@ -59,6 +60,19 @@ def _plan_by_hand(args, facts, err):
                         max_num_seqs=args["max_num_seqs"], gpu_memory_utilization=args["gpu_memory_utilization"],
                         tensor_parallel_size=args["tensor_parallel_size"], replicas=args["replicas"],
                         features=args["features"], kv_cache_dtype=args["kv_cache_dtype"], weights_source=source)
+
+
+def _engine_inputs(args, profile=None):
+    """The plan's inputs as the engine will run: the memory flags of engine_args (vllm_server_args_extra) over the
+    plan's own inputs; returns (inputs, hybrid_manager, the flags read)."""
+    names = tuple(((profile or {}).get("serving") or {}).get("features") or {})
+    inputs, features, hybrid, notes = engine_overrides(args["engine_args"], args["engine_env"], names,
+                                                       var=args["engine_args_var"])
+    merged = dict(args)
+    merged.update(inputs)
+    if features:
+        merged["features"] = dict(args["features"] or {}, **features)
+    return merged, hybrid, notes
 
 
 def _resolve_model(args, profiles):
@@ -183,19 +197,26 @@ class ActionModule(ActionBase):
                 if getattr(e, "model_files", None) is None:
                     raise
                 profile = {"hub_metadata": e.model_files["hub_metadata"]}
+                args, _hybrid, notes = _engine_inputs(args)
                 p = _plan_by_hand(args, facts, e)
             else:
+                args, hybrid, notes = _engine_inputs(args, profile)
                 if args["accelerator"] == "gpu" and args["kv_cache_memory_bytes"]:
                     raise PlanError("kv_cache_memory_bytes is for a model the planner does not understand; it sizes "
                                     "the KV cache of %s itself (from gpu_memory_utilization): drop "
-                                    "kv_cache_memory_bytes" % args["model"])
+                                    "kv_cache_memory_bytes (or --kv-cache-memory-bytes from %s)"
+                                    % (args["model"], args["engine_args_var"]))
                 p = plan(facts, profile, objective=args["objective"], max_model_len=args["max_model_len"],
                          max_num_seqs=args["max_num_seqs"], gpu_memory_utilization=args["gpu_memory_utilization"],
                          accelerator=args["accelerator"], kv_cache_memory_bytes=args["kv_cache_memory_bytes"],
                          features=args["features"], tensor_parallel_size=args["tensor_parallel_size"],
                          enable_expert_parallel=args["enable_expert_parallel"], kv_cache_dtype=args["kv_cache_dtype"],
                          vllm_version=args["vllm_version"], max_num_batched_tokens=args["max_num_batched_tokens"],
-                         replicas=args["replicas"], hosts=args["hosts"], alternatives=list(profiles.values()))
+                         replicas=args["replicas"], hosts=args["hosts"], alternatives=list(profiles.values()),
+                         hybrid_manager=hybrid)
+            if notes:
+                p.setdefault("reasons", []).insert(0, "Planned for the engine as it will run, with what %s adds to the "
+                                                      "plan's flags: %s." % (args["engine_args_var"], ", ".join(notes)))
         except (PlanError, ProfileError, CatalogueError, H.HubMetadataError, ValueError, OSError) as e:
             raise AnsibleActionFail("vllm_plan: %s" % e)
         if label is None:

@@ -59,7 +59,7 @@ STREAM_TAIL_LIMIT = 600
 
 
 # --------------------------------------------------------------------------------------------
-# Pure helpers (unit-tested in tests/unit/test_runner_cli.py)
+# Pure helpers (unit-tested in tests/unit/plugins/cli/test_runner.py)
 # --------------------------------------------------------------------------------------------
 def is_secret_name(name: str) -> bool:
     """True when a variable name looks like it holds a secret (hub_token, HF_TOKEN, vllm_api_key,

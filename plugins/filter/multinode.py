@@ -34,6 +34,18 @@ def multinode_args(layout, master_port=29500, accelerator="gpu", plan=None, back
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def multinode_ray(layout, backend="mp", ray_port=6379):
+    try:
+        return multinode.ray_commands(layout, backend or "mp", ray_port)
+    except (multinode.MultinodeError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def multinode_ray_problems(probe, image, accelerator="gpu"):
+    probe = dict(probe or {})
+    return multinode.ray_problems(image, probe.get("rc", 1), probe.get("stderr", ""), accelerator)
+
+
 def multinode_env(layout, interface="", accelerator="gpu"):
     return multinode.rank_env(layout, interface or "", accelerator)
 
@@ -48,4 +60,6 @@ def multinode_problems(layout, replicas, user_args=None, interface="", accelerat
 class FilterModule:
     def filters(self):
         return {"multinode_layout": multinode_layout, "multinode_args": multinode_args,
-                "multinode_env": multinode_env, "multinode_addresses": multinode_addresses, "multinode_problems": multinode_problems}
+                "multinode_env": multinode_env, "multinode_ray": multinode_ray,
+                "multinode_ray_problems": multinode_ray_problems,
+                "multinode_addresses": multinode_addresses, "multinode_problems": multinode_problems}

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The diagnostic signatures: known vLLM / Docker / NVIDIA failures as plain data (no code).
 
-diagnostics.classify() reads them; adding a failure is adding an entry here (tests/unit/test_diagnostics.py
+diagnostics.classify() reads them; adding a failure is adding an entry here (tests/unit/plugins/module_utils/test_diagnostics.py
 checks every entry with diagnostics.validate_signatures()). Kept as a Python literal rather than a YAML/JSON
 file because the same data has to reach three places that only carry Python: modules run on a managed host
 (AnsiballZ ships module_utils .py files, never data files), the host package the watchdog runs

@@ -82,6 +82,10 @@ def _state_params(arch):
         key = g["num_key_heads"] * g["key_head_dim"]
         value = g["num_value_heads"] * g["value_head_dim"]
         out += arch["layer_counts"].get("gdn", 0) * h * (2 * key + 3 * value + 2 * g["num_value_heads"])
+    c = arch.get("short_conv")
+    if c:
+        # LFM2's ShortConv: in_proj (B, C, x: 3 x conv_dim), a depthwise conv of L_cache taps, out_proj
+        out += arch["layer_counts"].get("short_conv", 0) * c["conv_dim"] * (4 * h + c["l_cache"])
     return out
 
 

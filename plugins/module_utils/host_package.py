@@ -9,7 +9,7 @@ role's small launchers (roles/vllm_server/files: llmfleet-watchdog, wait-healthy
 own directory first on sys.path and call ``main()`` of one module of it. The modules are the collection's own
 module_utils files, copied as they are: they import each other relatively (``from .diagnostics import ...``)
 and otherwise only the standard library, so they import the same inside the collection and as
-``llmfleet_host.*`` on a host without Ansible (tests/unit/test_host_package.py checks that closure).
+``llmfleet_host.*`` on a host without Ansible (tests/unit/plugins/module_utils/test_host_package.py checks that closure).
 
   HOST_MODULES            the module_utils files the package holds
   package_files(dest)     [{path, content}] of the package under directory dest (config_files' files list)

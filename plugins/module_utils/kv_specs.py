@@ -22,8 +22,10 @@ Mirrors vLLM 0.22.0 (the release of the lent H200 machines; 0.28.0 computes the 
                      divide them
   GDN state          conv (2 key_dim + value_dim) / t x (kernel - 1 + spec tokens) x dtype
                      + value heads / t x key_head_dim x value_head_dim x SSM dtype
-  short conv (LFM2)  hidden / t x (L_cache - 1 + spec tokens) x dtype
-  a state layer holds 1 block per request (prefix caching off, mamba cache mode 'none'), 2 ('align'), + spec tokens
+  short conv (LFM2)  conv_dim / t x (L_cache - 1 + spec tokens) x dtype
+  a state layer holds 1 block per request (prefix caching off, mamba cache mode 'none'), 2 ('align'), + spec tokens;
+  with prefix caching, Mamba2 classes that support it (Nemotron-H, Falcon-H1, Granite 4.0-H, Bamba, Jamba, Zamba2)
+  run mode 'all': one state block per block of the request, the block a multiple of lcm(mamba chunk size, 16)
 
 Hybrid models with state layers raise the attention block to the smallest multiple of 16 tokens whose page is at
 least the state page, and pad the state page to it.  Attention sinks (gpt-oss) are per-head logits: no KV.
@@ -32,6 +34,8 @@ smaller); every group draws from one pool: num_blocks = available // page // gro
 """
 
 from __future__ import annotations
+
+import math
 
 DEFAULT_BLOCK_SIZE = 16
 # The vLLM CPU engine's block size when the user sets none (vllm/platforms/cpu.py, 0.32.0: 128; 16 for the reference
@@ -87,7 +91,7 @@ def gdn_state_bytes(g, tp, spec_tokens, dtype_bytes):
 
 def short_conv_state_bytes(s, tp, spec_tokens, dtype_bytes):
     """One short-conv layer's state (short_conv_state_shape) for one sequence on one GPU."""
-    return _tp_share(s["hidden_size"], tp, "short-conv channels") * (s["l_cache"] - 1 + spec_tokens) * dtype_bytes
+    return _tp_share(s["conv_dim"], tp, "short-conv channels") * (s["l_cache"] - 1 + spec_tokens) * dtype_bytes
 
 
 def state_page_bytes(arch, tp=1, spec_tokens=0):
@@ -103,13 +107,44 @@ def state_page_bytes(arch, tp=1, spec_tokens=0):
     return max(pages)
 
 
-def block_size_for(page_1, state_page, block_size=None):
+def block_size_for(page_1, state_page, block_size=None, mamba_chunk=None):
     """vLLM's attention block size: 16 (or the user's --block-size) for attention-only models; with state layers
-    the smallest multiple of 16 tokens whose attention page holds the state page."""
+    the smallest multiple of 16 tokens whose attention page holds the state page; in mamba cache mode 'all'
+    (``mamba_chunk`` given) a multiple of lcm(the Mamba chunk size, 16) instead (platforms/interface.py,
+    _align_hybrid_block_size)."""
     if not state_page:
         return block_size or DEFAULT_BLOCK_SIZE
     align = max(KERNEL_BLOCK_ALIGNMENT, DEFAULT_BLOCK_SIZE)
+    if mamba_chunk:
+        chunk = align * mamba_chunk // math.gcd(align, mamba_chunk)
+        return max(block_size or DEFAULT_BLOCK_SIZE, chunk * cdiv(cdiv(state_page, page_1), chunk))
     return max(block_size or DEFAULT_BLOCK_SIZE, align * cdiv(state_page, align * page_1))
+
+
+# The first release whose MambaModelConfig always defaults to 'align' (0.22.0 still picks 'all' where supported).
+ALIGN_ONLY_SINCE = (0, 32)
+
+
+def _release(version):
+    return tuple(int(x) for x in str(version).split("+", maxsplit=1)[0].split(".")[:2] if x.isdigit())
+
+
+def mamba_cache_mode(arch, prefix_caching, vllm_version=None):
+    """vLLM's mamba cache mode: 'none' without prefix caching; with it 'all' (a state block per block of the
+    sequence) for the model classes that support Mamba prefix caching, else 'align' (MambaModelConfig of 0.22.0);
+    'align' for every model from 0.32.0 on.  An unknown version is planned as 0.22.0, the GPU-proven release."""
+    if not prefix_caching:
+        return "none"
+    if vllm_version and _release(vllm_version) >= ALIGN_ONLY_SINCE:
+        return "align"
+    return "all" if arch.get("mamba_prefix_caching_all") else "align"
+
+
+def state_blocks(layout, max_model_len):
+    """State blocks one request holds in each state group (MambaSpec.max_memory_usage_bytes / page)."""
+    if layout["mamba_cache_mode"] == "all":
+        return cdiv(max_model_len, layout["block_size"]) + layout["num_speculative_tokens"]
+    return layout["state_blocks_per_request"]
 
 
 def group_layers(counts):
@@ -144,29 +179,54 @@ def kind_counts(arch, mtp_layers=0):
     return counts
 
 
+def hybrid_manager_default(arch):
+    """Whether vLLM runs its hybrid KV cache manager for this model by default: not with chunked local attention
+    (Llama 4), where vllm/config/vllm.py (0.22.0 and 0.32.0 alike) turns it off for a latency regression unless
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1."""
+    return not arch["layer_counts"].get("chunked")
+
+
+def unify_without_hybrid_manager(counts):
+    """Layer counts as vLLM's unify_hybrid_kv_cache_specs leaves them when the hybrid manager is off: next to
+    full-attention layers, sliding-window and chunked layers become full attention (they keep the whole context);
+    a model of windowed layers only keeps its one kind."""
+    if not (counts.get("full") and (counts.get("sliding") or counts.get("chunked"))):
+        return counts
+    out = {k: n for k, n in counts.items() if k not in ("sliding", "chunked")}
+    out["full"] = counts["full"] + counts.get("sliding", 0) + counts.get("chunked", 0)
+    return out
+
+
 def build_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, spec_tokens=0, prefix_caching=False,
-                 block_size=None):
-    """The KV cache layout of one GPU of a TP group: block size, page, the groups and what each request holds."""
+                 block_size=None, hybrid_manager=None, vllm_version=None):
+    """The KV cache layout of one GPU of a TP group: block size, page, the groups and what each request holds.
+    ``hybrid_manager``: vLLM's hybrid KV cache manager on or off (None: vLLM's default, hybrid_manager_default)."""
     kvb = kv_dtype_bytes or arch["dtype_bytes"]
     if block_size == "cpu":
         block_size = CPU_MLA_BLOCK_SIZE if arch.get("mla") else CPU_BLOCK_SIZE
     counts = kind_counts(arch, mtp_layers)
+    windowed = sum(counts.get(k, 0) for k in ("sliding", "chunked"))
+    if not (hybrid_manager_default(arch) if hybrid_manager is None else hybrid_manager):
+        counts = unify_without_hybrid_manager(counts)
     page_1 = attention_page_per_token(arch, tp, kvb)
     raw = state_page_bytes(arch, tp, spec_tokens)
-    block = block_size_for(page_1, raw, block_size)
+    mode = mamba_cache_mode(arch, prefix_caching, vllm_version) if raw else None
+    block = block_size_for(page_1, raw, block_size, arch.get("mamba_chunk_size") if mode == "all" else None)
     size, groups, padding = group_layers(counts)
-    mode = ("align" if prefix_caching else "none") if raw else None
     attn = sum(g for k, g in groups.items() if k in ATTENTION_KINDS)
     state = sum(g for k, g in groups.items() if k in STATE_KINDS)
     page = block * page_1
     return dict(
         attention_page_bytes_per_token=page_1, block_size=block, page_bytes=page, group_size=size,
-        kind_groups=groups, kind_layers=counts, windows=dict(arch.get("windows") or {}),
+        kind_groups=groups, kind_layers=counts,
+        windows={k: w for k, w in (arch.get("windows") or {}).items() if k in counts},
+        windowed_as_full=windowed - sum(counts.get(k, 0) for k in ("sliding", "chunked")),
         attention_layers=sum(n for k, n in counts.items() if k in ATTENTION_KINDS),
         state_layers=sum(n for k, n in counts.items() if k in STATE_KINDS),
         attention_groups=attn, state_groups=state, padding_layers=padding, num_speculative_tokens=spec_tokens,
         mamba_cache_mode=mode, state_page_bytes=raw,
         state_padding_pct=100.0 * (page - raw) / raw if raw else 0.0,
+        # per state group; in mode 'all' one per block of the request (state_blocks)
         state_blocks_per_request=((2 if prefix_caching else 1) + spec_tokens) if raw else 0)
 
 
@@ -176,7 +236,7 @@ def blocks_per_request(layout, max_model_len, batched_tokens=None):
     total = 0
     for kind, groups in layout["kind_groups"].items():
         total += groups * blocks_for_kind(kind, layout["windows"].get(kind, 0), layout["block_size"],
-                                          max_model_len, batched, layout["state_blocks_per_request"])
+                                          max_model_len, batched, state_blocks(layout, max_model_len))
     return total
 
 

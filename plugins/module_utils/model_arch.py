@@ -25,7 +25,7 @@ known): anything else is refused, naming what is not understood and the way out.
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.kv_specs import KVSpecError
+from ansible_collections.llmfleet.vllm.plugins.module_utils.kv_specs import KVSpecError, cdiv
 
 # vLLM model class -> first vLLM release that serves it (None: not checked, older than anything this collection
 # supports).  Sources: vLLM release notes / the vllm-project/recipes min_vllm_version of each family.
@@ -40,6 +40,19 @@ ARCHITECTURES = {
     "MistralLarge3ForCausalLM": None, "Ministral3ForCausalLM": None, "OlmoForCausalLM": None,
     "Olmo2ForCausalLM": None, "InternLM2ForCausalLM": None, "Starcoder2ForCausalLM": None,
 }
+
+
+# The classes that implement vLLM's SupportsMambaPrefixCaching (vllm/model_executor/models, 0.22.0): with prefix
+# caching they run mamba cache mode 'all'; every other hybrid runs 'align' (MambaModelConfig).
+MAMBA_PREFIX_CACHING_ALL = frozenset((
+    "BambaForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "JambaForCausalLM",
+    "MambaForCausalLM", "Mamba2ForCausalLM", "NemotronHForCausalLM", "Zamba2ForCausalLM"))
+
+
+def mamba_chunk_size(text):
+    """ModelConfig.get_mamba_chunk_size: mamba_chunk_size (Bamba, Falcon-H1, Granite), chunk_size (Mamba2,
+    Nemotron-H, Zamba), else 2048."""
+    return int(_first(text, "mamba_chunk_size", "chunk_size") or 2048)
 
 
 class NotModelled(KVSpecError):
@@ -102,6 +115,8 @@ def layer_kinds(text, config, layers, where="config"):
         return _from_layer_types(types, where)
     if text.get("hybrid_override_pattern"):
         return _from_pattern(str(text["hybrid_override_pattern"]), where)
+    if model_type.startswith("lfm2"):
+        return _lfm2_kinds(text, layers, where)
     if text.get("full_attention_interval"):
         n = int(text["full_attention_interval"])
         return ["full" if i % n == n - 1 else "gdn" for i in range(layers)]
@@ -116,6 +131,29 @@ def layer_kinds(text, config, layers, where="config"):
     if model_type.startswith("qwen2") and text.get("use_sliding_window"):
         raise NotModelled("%s: use_sliding_window with max_window_layers (Qwen2) is not modelled; %s" % (where, WAY_OUT))
     return ["sliding" if _sliding_everywhere(text) else "full"] * layers
+
+
+def _lfm2_kinds(text, layers, where):
+    """LFM2 v1 configs name their attention layers in ``full_attn_idxs`` (transformers' Lfm2Config turns it into
+    layer_types, the others being short-conv); a config with neither is refused rather than guessed."""
+    idxs = text.get("full_attn_idxs")
+    if not isinstance(idxs, list):
+        raise NotModelled("%s: an LFM2 config with neither layer_types nor full_attn_idxs; %s" % (where, WAY_OUT))
+    return ["full" if i in idxs else "short_conv" for i in range(layers)]
+
+
+def dense_intermediate(text):
+    """The dense MLP width vLLM builds: ``intermediate_size`` (LFM2 v1: ``block_ff_dim``), which LFM2 shrinks to
+    2/3, scales by ``block_ffn_dim_multiplier`` and rounds up to ``block_multiple_of`` when
+    ``block_auto_adjust_ff_dim`` is set (vllm/model_executor/models/lfm2.py, Lfm2MLP)."""
+    width = int(_first(text, "intermediate_size", "block_ff_dim") or 0)
+    if not (width and text.get("block_auto_adjust_ff_dim")):
+        return width
+    width = int(2 * width / 3)
+    if text.get("block_ffn_dim_multiplier") is not None:
+        width = int(float(text["block_ffn_dim_multiplier"]) * width)
+    multiple = int(text.get("block_multiple_of") or 1)
+    return multiple * cdiv(width, multiple)
 
 
 def mlp_blocks(text, layers):
@@ -187,4 +225,6 @@ def mamba2_dims(text, hidden, dtype_bytes, ssm_dtype_bytes, where):
 
 
 def short_conv_dims(text, hidden):
-    return {"hidden_size": hidden, "l_cache": int(_first(text, "conv_L_cache", "conv_l_cache") or 3)}
+    """Short-conv state sizes: the conv width (``conv_dim``, the hidden size when absent) and its cache length."""
+    return {"conv_dim": int(_first(text, "conv_dim") or hidden),
+            "l_cache": int(_first(text, "conv_L_cache", "conv_l_cache") or 3)}

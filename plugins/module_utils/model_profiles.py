@@ -182,11 +182,20 @@ def _normalize(config, where="config"):
         "dtype": dtype, "dtype_bytes": DTYPE_BYTES[dtype], "moe": _moe(text), "moe_sizes": _moe_sizes(text), "mla": mla,
         "linear_attention": gdn, "mamba2": mamba, "short_conv": conv,
         "mtp_layers": int(_first(text, "mtp_num_hidden_layers", "num_nextn_predict_layers", default=0)),
-        "quant_method": qc.get("quant_method"), "intermediate_size": int(_first(text, "intermediate_size", default=0)),
+        "quant_method": qc.get("quant_method"), "intermediate_size": model_arch.dense_intermediate(text),
         "mlp_blocks": model_arch.mlp_blocks(text, layers),
-        "tie_word_embeddings": bool(_first(text, "tie_word_embeddings", default=_first(
-            config, "tie_word_embeddings", default=str(model_type).startswith("gemma")))),
+        "mamba_prefix_caching_all": architecture in model_arch.MAMBA_PREFIX_CACHING_ALL,
+        "mamba_chunk_size": model_arch.mamba_chunk_size(text) if mamba else None,
+        "tie_word_embeddings": _tied_embeddings(text, config, model_type),
     }
+
+
+def _tied_embeddings(text, config, model_type):
+    """tie_word_embeddings (LFM2 also spells it tie_embedding); the class default when the config says nothing:
+    tied for Gemma and LFM2 (transformers' Gemma*Config / Lfm2Config), untied otherwise."""
+    default = str(model_type).startswith(("gemma", "lfm2"))
+    return bool(_first(text, "tie_word_embeddings", "tie_embedding",
+                       default=_first(config, "tie_word_embeddings", "tie_embedding", default=default)))
 
 
 def weights_from_index(index):

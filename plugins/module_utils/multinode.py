@@ -8,7 +8,9 @@ Pure functions, no I/O. The hosts of the inventory group named by ``llmfleet_mod
 instance; the group's order is the rank order (the first host is rank 0, the leader: it serves the API
 behind the edge, the others run ``--headless``). vLLM's native multiprocessing multi-node mode is used
 (``--nnodes``, ``--node-rank``, ``--master-addr``, ``--master-port``, ``--distributed-executor-backend mp``),
-read from vLLM 0.32.0's ``vllm serve --help=all``.
+read from vLLM 0.32.0's ``vllm serve --help=all``. Ray (``vllm_server_multinode_backend: ray``) is the alternative:
+the leader's container starts a Ray head and then ``vllm serve --distributed-executor-backend ray``; every other
+host's container runs a Ray worker (``ray start --block``) in the same image.
 
   group_layout(hosts, hostname, addresses, ...)  -> {nnodes, node_rank, leader, is_leader, master_addr, ...}
   rank_args(layout, master_port, ...)            -> vLLM flag dict for this rank (merged over the plan's)
@@ -16,6 +18,8 @@ read from vLLM 0.32.0's ``vllm serve --help=all``.
   rank_unit(replica_name, layout)                -> systemd unit and container names of this rank
   group_problems(...)                            -> input errors, each naming the variable and the fix
   restart_order(layout)                          -> the order a group is (re)started in: headless ranks, then the leader
+  ray_commands(layout, backend, ray_port)        -> the Ray alternative: the leader's head start, a worker's argv
+  ray_problems(image, probe_rc, ...)             -> why this host cannot run the Ray alternative
 """
 
 from __future__ import annotations
@@ -156,12 +160,64 @@ def rank_args(layout, master_port=29500, accelerator="gpu", tensor_parallel_size
 
 
 def ray_worker_argv(layout, ray_port=6379):
-    """The Ray alternative: the command of a non-leader host's Ray worker unit (the leader runs ``ray start --head``)."""
+    """The Ray alternative's ``ray start`` command of this host's rank container (checked against ``ray start --help``
+    of ray 2.60.0, tests/fixtures/ray/ray-start-help.txt). The leader starts the head in its container without
+    ``--block`` (Ray's processes run on beside vLLM, which the container then runs as its main process); a worker
+    host's container runs ``ray start --block`` as its main process (it exits, and systemd restarts it, when its
+    Ray processes end, e.g. when the head is gone)."""
+    common = ["--node-ip-address", layout["host_ip"], "--disable-usage-stats"]
     if layout["is_leader"]:
-        return ["ray", "start", "--head", "--block", "--port", str(int(ray_port)),
-                "--node-ip-address", layout["host_ip"]]
-    return ["ray", "start", "--block", "--address", "%s:%d" % (layout["master_addr"], int(ray_port)),
-            "--node-ip-address", layout["host_ip"]]
+        return ["ray", "start", "--head", "--port", str(int(ray_port)), "--include-dashboard", "false"] + common
+    return ["ray", "start", "--block", "--address", "%s:%d" % (layout["master_addr"], int(ray_port))] + common
+
+
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.:@/=-]+$")
+
+
+def ray_commands(layout, backend="mp", ray_port=6379):
+    """What this host's rank container runs with ``backend='ray'`` (all empty for ``mp`` or a single host):
+    ``head``: shell text the leader's container runs before vLLM (its Ray head); ``worker``: the argv a worker host's
+    container runs instead of vLLM. Every word is checked to need no shell quoting (addresses, ports, flags)."""
+    out = {"head": "", "worker": []}
+    if backend != "ray" or int(layout.get("nnodes", 1)) <= 1:
+        return out
+    try:
+        port = int(str(ray_port).strip())
+        if not 1 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        raise MultinodeError("vllm_server_multinode_ray_port is %r: give the TCP port of the Ray head on the leader "
+                             "(1-65535, open between the group's hosts), e.g. 6379." % (ray_port,))
+    argv = ray_worker_argv(layout, port)
+    unsafe = [w for w in argv if not _SHELL_SAFE.match(w)]
+    if unsafe:
+        host = layout["hosts"][layout["node_rank"]]
+        raise MultinodeError("the Ray command of %s would carry %r: give vllm_server_multinode_address an IP address "
+                             "and vllm_server_multinode_ray_port a port number." % (host, unsafe))
+    if layout["is_leader"]:
+        out["head"] = " ".join(argv)
+    else:
+        out["worker"] = argv
+    return out
+
+
+def ray_problems(image, probe_rc, probe_stderr="", accelerator="gpu"):
+    """Why this host cannot run the Ray alternative (empty when it can): the pinned image must import ``ray`` (vLLM's
+    images no longer install it; ``probe_rc`` / ``probe_stderr`` of ``python3 -c 'import ray'`` run in the image), and
+    vLLM's CPU platform has no Ray device (vLLM 0.32.0, vllm/v1/executor/ray_utils.py: an empty ``ray_device_key``
+    raises "current platform cpu does not support ray"). Each names vllm_server_multinode_backend and the fix."""
+    problems = []
+    if int(probe_rc) != 0:
+        last = [line.strip() for line in str(probe_stderr or "").splitlines() if line.strip()][-1:]
+        problems.append("vllm_server_multinode_backend is ray, but the pinned image %s has no Ray (python3 -c 'import "
+                        "ray' in it: %s). Set vllm_server_multinode_backend: mp (vLLM's own multi-node mode, the "
+                        "default; it needs nothing but vLLM), or pin an image that has Ray (vllm_image_ref; e.g. one "
+                        "built FROM this image with pip install ray)." % (image, last[0] if last else "exit %s" % probe_rc))
+    if accelerator == "cpu":
+        problems.append("vllm_server_multinode_backend is ray, but vLLM's CPU engine has no Ray device (vLLM refuses "
+                        "with 'current platform cpu does not support ray'). Set vllm_server_multinode_backend: mp for "
+                        "the cpu accelerator.")
+    return problems
 
 
 def rank_env(layout, interface="", accelerator="gpu"):
@@ -222,11 +278,13 @@ def group_problems(layout, replicas, user_args=None, interface="", accelerator="
         outside = [h for h in layout["hosts"] if h not in set(play_batch)]
         if outside:
             problems.append("the hosts of %s %r serve one model and must (re)start together, but this play's batch "
-                            "leaves out %s (a play with serial, e.g. playbooks/upgrade.yml's one host at a time). Run "
-                            "playbooks/serve.yml --limit %s for the group (take its leader %s out of the balancer "
-                            "first), or a play without serial." % (group_var, layout["group"], ", ".join(outside),
-                                                                   layout["group"], layout["leader"]))
-    nodes = (plan or {}).get("nodes")
+                            "leaves out %s (a play with serial, or --limit). Run playbooks/upgrade.yml (it rolls a group as "
+                            "one batch) or playbooks/serve.yml --limit %s for the group (take its leader %s out of the "
+                            "balancer first), or a play without serial." % (group_var, layout["group"],
+                                                                            ", ".join(outside), layout["group"],
+                                                                            layout["leader"]))
+    # The CPU engine's plan is one host's (nodes 1): its pipeline over the group takes the host count.
+    nodes = (plan or {}).get("nodes") if accelerator != "cpu" else None
     if nodes and int(nodes) != int(layout["nnodes"]):
         problems.append("llmfleet_plan was made for %s host(s) but %s %r has %d (%s). Plan with hosts: %d "
                         "(llmfleet.vllm.vllm_plan / playbooks/plan.yml), or change the group."

@@ -27,6 +27,8 @@ import json
 import os
 import re
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils import multinode
+
 ARPHRD_INFINIBAND = "32"
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 
@@ -337,10 +339,14 @@ def group_network_problems(facts_by_host):
 
 
 def group_addresses(hosts, hostvars):
-    """{host: the address the other hosts reach it at}: its ansible_host, else its inventory name."""
+    """{host: the address the other hosts reach it at}: the one the group's ranks use (vllm_server_multinode_address,
+    else the address of its default route from gathered facts, else an IP ansible_host: multinode.group_addresses),
+    else its ansible_host, else its inventory name. The ranks connect to those addresses, so preflight checks the
+    same ones (a name only the controller resolves, e.g. a container's, would fail here and not there)."""
+    ranks = multinode.group_addresses(list(hosts or []), hostvars)
     out = {}
     for h in hosts or []:
         hv = hostvars[h] if h in hostvars else {}
-        addr = hv.get("ansible_host") if hasattr(hv, "get") else None
+        addr = ranks.get(str(h)) or (hv.get("ansible_host") if hasattr(hv, "get") else None)
         out[str(h)] = str(addr or h)
     return out

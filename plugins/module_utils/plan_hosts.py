@@ -66,7 +66,8 @@ def _eval_stages(arch, profile, host_list, opt, n, util, max_model_len, max_num_
         start, end = MN.pp_indices(arch["num_layers"], s, n)
         sa = MN.stage_arch(arch, start, end)
         mtp = opts["mtp_layers"] if s == n - 1 else 0
-        layout = kv_layout(sa, t, opts["kv_dtype_bytes"], mtp, opts["num_speculative_tokens"], opts["prefix_caching"])
+        layout = kv_layout(sa, t, opts["kv_dtype_bytes"], mtp, opts["num_speculative_tokens"], opts["prefix_caching"],
+                           hybrid_manager=opts.get("hybrid_manager"), vllm_version=opts.get("vllm_version"))
         w = MN.stage_weight_bytes(arch, start, end, n, total_w)
         gpus = opt["topos"][s][0]
         e = _memory_for(sa, profile, opt["groups"][s], gpus, t, util, max_model_len, max_num_seqs, objective, opts,

@@ -14,20 +14,31 @@ _STATE_NAMES = {"gdn": "Gated DeltaNet", "mamba2": "Mamba2", "short_conv": "shor
 
 def _layout_reason(layout, t):
     parts = [_window_reason(layout)] if layout.get("windows") else []
+    if layout.get("windowed_as_full"):
+        parts.append("vLLM turns its hybrid KV cache manager off for chunked local attention (a latency regression; "
+                     "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 turns it on), so its %d windowed layers "
+                     "keep the whole context like the others: planned as vLLM runs it by default."
+                     % layout["windowed_as_full"])
     if layout["state_groups"]:
         kind = next((_STATE_NAMES[k] for k in layout["kind_groups"] if k in _STATE_NAMES), "state")
         parts.append(
             "KV cache layout (vLLM's hybrid arithmetic, per GPU of TP%d): one %s state page is %d "
             "bytes per layer, so the attention block is raised to %d tokens (%d bytes per layer, the state page "
             "padded %.2f%% to equal it); the %d attention + %d linear-attention layers form %d + %d groups of %d "
-            "sharing one block pool; a request takes ceil(max_model_len / %d) attention blocks plus %d state "
-            "block%s per linear-attention group (mamba cache mode '%s'); nothing is reserved up front."
+            "sharing one block pool; a request takes ceil(max_model_len / %d) attention blocks plus %s per "
+            "linear-attention group (mamba cache mode '%s'); nothing is reserved up front."
             % (t, kind, layout["state_page_bytes"], layout["block_size"], layout["page_bytes"],
                layout["state_padding_pct"], layout["attention_layers"], layout["state_layers"],
                layout["attention_groups"], layout["state_groups"], layout["group_size"], layout["block_size"],
-               layout["state_blocks_per_request"], "s" if layout["state_blocks_per_request"] > 1 else "",
-               layout["mamba_cache_mode"]))
+               _state_blocks_text(layout), layout["mamba_cache_mode"]))
     return " ".join(parts) or None
+
+
+def _state_blocks_text(layout):
+    if layout["mamba_cache_mode"] == "all":
+        return "as many state blocks (one state per block, for prefix caching)"
+    n = layout["state_blocks_per_request"]
+    return "%d state block%s" % (n, "s" if n > 1 else "")
 
 
 def _window_reason(layout):

@@ -121,10 +121,12 @@ def state_bytes_per_sequence(arch, tp=1):
 
 
 def kv_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, num_speculative_tokens=0, prefix_caching=False,
-              block_size=None):
+              block_size=None, hybrid_manager=None, vllm_version=None):
     """vLLM's KV cache layout for one GPU of a TP group (kv_specs.build_layout).  ``mtp_layers``: extra
-    full-attention layers of an MTP drafter (when MTP is on).  ``block_size``: "cpu" for the CPU engine's."""
-    return K.build_layout(arch, tp, kv_dtype_bytes, mtp_layers, num_speculative_tokens, prefix_caching, block_size)
+    full-attention layers of an MTP drafter (when MTP is on).  ``block_size``: "cpu" for the CPU engine's.
+    ``hybrid_manager``: vLLM's hybrid KV cache manager on / off (None: vLLM's default for the model)."""
+    return K.build_layout(arch, tp, kv_dtype_bytes, mtp_layers, num_speculative_tokens, prefix_caching, block_size,
+                          hybrid_manager, vllm_version)
 
 
 def blocks_per_request(layout, max_model_len, batched_tokens=None):
@@ -248,7 +250,7 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
                                 "(%d blocks per sequence); the rest wait or are preempted"
                                 % (seqs, c["short_sequence_capacity"],
                                    layout["attention_groups"] + layout["state_groups"]
-                                   * layout["state_blocks_per_request"]))
+                                   * K.state_blocks(layout, max_model_len)))
     else:
         seqs = min(DEFAULT_MAX_NUM_SEQS[objective], c["short_sequence_capacity"] if hybrid else
                    DEFAULT_MAX_NUM_SEQS[objective])
@@ -276,12 +278,14 @@ def _check_version(have, need):
 def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num_seqs=None,
          gpu_memory_utilization=None, accelerator="gpu", kv_cache_memory_bytes=None, features=None,
          tensor_parallel_size=None, enable_expert_parallel=None, kv_cache_dtype="auto", vllm_version=None,
-         max_num_batched_tokens=None, alternatives=None, replicas=None, hosts=None, _suggest=True):
+         max_num_batched_tokens=None, alternatives=None, replicas=None, hosts=None, hybrid_manager=None,
+         _suggest=True):
     """Plan a vLLM deployment.  See the module docstring for the memory model; returns the ``plan`` dict.
 
     ``gpu_facts`` is one host's gpu_facts, with ``hosts`` identical hosts (default 1), or a list of several hosts'
     gpu_facts (node-rank order).  A model that fits one host is planned on one host (``nodes`` 1); one that does
-    not is planned across the fewest hosts that hold it: TP inside a host, PP across hosts (plan_multinode.py)."""
+    not is planned across the fewest hosts that hold it: TP inside a host, PP across hosts (plan_multinode.py).
+    ``hybrid_manager``: vLLM's hybrid KV cache manager on / off (None: vLLM's default, kv_specs)."""
     arch = profile["arch"]
     max_model_len, kv_dtype_bytes, util = _checked_inputs(arch, objective, max_model_len, max_num_seqs, replicas,
                                                           kv_cache_dtype, gpu_memory_utilization, accelerator)
@@ -305,6 +309,7 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
     # Features that change memory or the KV layout (MTP, text-only, prefix caching, eager) are settled first;
     # expert-parallel-dependent ones later.
     opts = _layout_options(profile, objective, features, kv_dtype_bytes)
+    opts.update(hybrid_manager=hybrid_manager, vllm_version=vllm_version)
 
     if accelerator == "cpu":
         result = _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_cache_memory_bytes,
@@ -341,7 +346,7 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
             features=features, tensor_parallel_size=tensor_parallel_size,
             enable_expert_parallel=enable_expert_parallel, kv_cache_dtype=kv_cache_dtype,
             vllm_version=vllm_version, max_num_batched_tokens=max_num_batched_tokens, replicas=replicas,
-            hosts=hosts), result, alternatives or [])
+            hosts=hosts, hybrid_manager=hybrid_manager), result, alternatives or [])
     result["summary"] = _summary(result)
     return result
 
@@ -408,14 +413,15 @@ def _layout_options(profile, objective, features, kv_dtype_bytes):
                 mtp_layers=arch["mtp_layers"] if mtp_on else 0, kv_dtype_bytes=kv_dtype_bytes)
 
 
-def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="auto", objective="throughput"):
+def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="auto", objective="throughput",
+               hybrid_manager=None, vllm_version=None):
     """The KV layout (kv_layout) of a profile served with these settings, without any memory model: what the
     boot-log replay needs to turn vLLM's logged available memory into blocks and concurrency."""
     arch = profile["arch"]
     kvb = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
     o = _layout_options(profile, objective, features, kvb)
     return kv_layout(arch, tensor_parallel_size, kvb, o["mtp_layers"], o["num_speculative_tokens"],
-                     o["prefix_caching"])
+                     o["prefix_caching"], hybrid_manager=hybrid_manager, vllm_version=vllm_version)
 
 
 def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, opts, features, hybrid, reasons,
@@ -429,7 +435,8 @@ def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, 
                                           "mtp_layers": arch["mtp_layers"]})
     reasons.extend(freasons)
     layout = kv_layout(arch, 1, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
-                       opts["prefix_caching"], block_size="cpu")
+                       opts["prefix_caching"], block_size="cpu", hybrid_manager=opts.get("hybrid_manager"),
+                       vllm_version=opts.get("vllm_version"))
     kv_tok = kv_bytes_per_token(arch, opts["kv_dtype_bytes"], extra_layers=opts["mtp_layers"])
     r = _capacity_eval(kv_budget, layout, max_model_len, max_num_seqs, objective,
                        dict(weights_bytes=profile["weights_bytes"], weights_bytes_per_gpu=0,
@@ -481,7 +488,8 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
 
     def evaluate(t, group):
         layout = kv_layout(arch, t, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
-                           opts["prefix_caching"])
+                           opts["prefix_caching"], hybrid_manager=opts.get("hybrid_manager"),
+                           vllm_version=opts.get("vllm_version"))
         return _memory_for(arch, profile, group, gpus, t, util, max_model_len, max_num_seqs, objective, opts,
                            layout, batched_tokens)
 

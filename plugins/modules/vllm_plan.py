@@ -152,6 +152,27 @@ options:
   vllm_version:
     description: The vLLM version that will serve; the plan does not fit when it is older than the profile's minimum.
     type: str
+  engine_args:
+    description:
+      - The flags the replicas get beyond the plan's own (the vllm_server role's C(vllm_server_args_extra), which
+        win over the plan's in the container's argv). The ones that change vLLM's memory or KV layout are planned as
+        vLLM will run them, over the inputs above - C(max-model-len), C(max-num-seqs), C(max-num-batched-tokens),
+        C(gpu-memory-utilization), C(kv-cache-dtype), C(tensor-parallel-size), C(kv-cache-memory-bytes),
+        C(enable-prefix-caching) and C(enforce-eager) (when the model's features have them) and
+        C(disable-hybrid-kv-cache-manager); C(reasons) lists what was read. Other flags do not change the plan.
+    type: dict
+    default: {}
+  engine_args_var:
+    description: The variable name I(engine_args) came from, for messages (preflight passes C(vllm_server_args_extra)).
+    type: str
+    default: engine_args
+  engine_env:
+    description:
+      - The replicas' environment (C(vllm_server_env)); only C(VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1)
+        is read (vLLM's hybrid KV cache manager for chunked local attention, which vLLM otherwise turns off).
+        Never logged.
+    type: dict
+    default: {}
   profiles_path:
     description:
       - Extra directories of profile files (searched after the collection's own profiles/). A profile there may
@@ -338,6 +359,9 @@ ARGUMENT_SPEC = dict(
     profiles_path=dict(type="list", elements="path", default=[]),
     hardware_label=dict(type="str"),
     fail_if_not_fits=dict(type="bool", default=False),
+    engine_args=dict(type="dict", default={}),
+    engine_args_var=dict(type="str", default="engine_args"),
+    engine_env=dict(type="dict", default={}, no_log=True),
 )
 MUTUALLY_EXCLUSIVE = [("gpu_facts", "gpu_facts_file", "hardware")]
 

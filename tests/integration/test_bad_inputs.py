@@ -696,6 +696,32 @@ def test_serve_refuses_an_incomplete_model_dir_before_writing(tmp_path):
     assert_refused(run, missing, params)
 
 
+# ---- issue 30: the Ray alternative needs Ray in the pinned image ----------------------------------------------
+# Two inventory hosts (both this machine, connection local) form one group with vllm_server_multinode_backend ray;
+# the test bed's vLLM CPU image has no Ray (vLLM no longer installs it) and vLLM's CPU engine has no Ray device, so
+# the serve stage must refuse, naming the variable and the fix for both, before any file is written.
+RAY_GROUP = {"all": {"hosts": {h: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                   "vllm_server_multinode_address": a}
+                               for h, a in (("rank-a", "127.0.0.1"), ("rank-b", "127.0.0.2"))},
+                     "children": {"ray_group": {"hosts": {"rank-a": {}, "rank-b": {}},
+                                                "vars": {"llmfleet_model_group": "ray_group"}}}}}
+
+
+@needs_image
+def test_serve_refuses_the_ray_backend_with_an_image_without_ray(tmp_path):
+    variables = _serve_vars(tmp_path, vllm_server_multinode_backend="ray",
+                            llmfleet_plan={"replicas": [[]], "vllm_args": {"max-model-len": 512}})
+    run = run_playbook(role_play("vllm_server"), RAY_GROUP, extravars=variables)
+    fragments = ["vllm_server_multinode_backend is ray, but the pinned image %s has no Ray" % VLLM_IMAGE,
+                 "No module named 'ray'", "Set vllm_server_multinode_backend: mp", "Nothing was changed",
+                 # the test bed's engine is vLLM's CPU engine, which has no Ray device either
+                 "current platform cpu does not support ray"]
+    missing = [f for f in fragments if f not in run.message]
+    params = dict(what="vllm_server_multinode_backend ray with the test bed's image (no Ray in it)", absent=SERVE_WRITES)
+    record("serve-ray-without-ray", params, run, run.status == "failed" and run.changed_total == 0 and not missing)
+    assert_refused(run, missing, params)
+
+
 # ---- issue 28: flags and head size against the pinned image, before anything changes -------------------------
 # The serve stage (vllm_flag_check) reads the image's `vllm serve` flags and its attention backends' head sizes in
 # one process and keeps them on the controller; preflight then checks vllm_server_args_extra and the model's head

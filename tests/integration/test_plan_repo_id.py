@@ -128,3 +128,23 @@ def test_the_kv_cache_sized_by_hand_is_refused_for_a_model_the_planner_understan
                             "metadata_cache_dir": str(tmp_path / "cache"), "kv_cache_memory_bytes": 1 << 30})
     assert r.returncode != 0
     assert "sizes the KV cache of google/gemma-3-1b-it itself" in r.stdout + r.stderr
+
+
+def test_the_deployments_engine_arguments_are_planned_as_vllm_will_run_them(olah, tmp_path):
+    srv, _commit = olah
+    base = {"model": REPO, "hardware": "1x H200", "hub_endpoint": srv.url,
+            "metadata_cache_dir": str(tmp_path / "cache"), "max_model_len": 32768}
+    r = run_plan(tmp_path, base)
+    assert r.returncode == 0, r.stdout + r.stderr
+    plain = json.loads((tmp_path / "out.json").read_text())["plan"]
+    r = run_plan(tmp_path, dict(base, engine_args={"kv-cache-dtype": "fp8", "disable-hybrid-kv-cache-manager": True},
+                                engine_args_var="vllm_server_args_extra"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = json.loads((tmp_path / "out.json").read_text())["plan"]
+    assert plan["kv_cache_dtype"] == "fp8" and plan["kv_cache_layout"]["kind_layers"] == {"full": 26}
+    assert plan["reasons"][0].startswith("Planned for the engine as it will run, with what vllm_server_args_extra")
+    assert "--kv-cache-dtype fp8" in plan["reasons"][0] and "--disable-hybrid-kv-cache-manager" in plan["reasons"][0]
+    assert plan["kv_cache_tokens"] != plain["kv_cache_tokens"]
+    r = run_plan(tmp_path, dict(base, engine_args={"max-num-seqs": "many"}, engine_args_var="vllm_server_args_extra"))
+    assert r.returncode != 0
+    assert "vllm_server_args_extra: --max-num-seqs must be a whole number, got 'many'" in r.stdout + r.stderr

@@ -1,12 +1,15 @@
 """One model over two hosts as its users meet it (#30): requests through the leader's edge with the API key, the
-ranks where they should be, and a kill -9 of the headless rank after which the group serves again within a bound.
+ranks where they should be, a rolling upgrade (playbooks/upgrade.yml to the test bed's second image) that rolls the
+group as one batch, and a kill -9 of the headless rank after which the group serves again within a bound.
 
 Runs in `molecule verify` (or `molecule test -s multinode`) after converge and idempotence. The measured recovery
-time is printed and written to .cache/multinode-report.json.
+time is printed and written to .cache/multinode-report.json, the upgrade's to .cache/multinode-report-upgrade.json.
 """
 import json
 import os
+import re
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -82,6 +85,69 @@ def test_the_group_is_one_replica_split_across_the_hosts():
     for host in (LEADER, RANK1):
         assert on(host, "systemctl is-active llmfleet-group-watch.service").stdout.strip() == "active"
     # Pipeline parallel: each rank loaded its own half of the layers (vLLM's worker names say which stage).
+    assert "Worker_PP1" in on(RANK1, "docker logs llmfleet-vllm-0 2>&1").stdout
+
+
+V2 = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE_V2_FROM_HOSTS", "")
+
+
+def container(host):
+    """(image reference, start time, running) of the host's rank container."""
+    out = on(host, "docker inspect --format '{{.Config.Image}} {{.State.StartedAt}} {{.State.Running}}' llmfleet-vllm-0",
+             check=False).stdout.split()
+    return (out[0], out[1], out[2] == "true") if len(out) == 3 else (None, None, False)
+
+
+def playbook(name, *extra):
+    """Run one of the collection's playbooks against the scenario's inventory, the way a user would."""
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(PROJECT, "collections"),
+               ANSIBLE_ROLES_PATH=os.path.join(PROJECT, "roles"), ANSIBLE_CONFIG=os.path.join(PROJECT, "ansible.cfg"),
+               ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3", ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
+            os.path.join(PROJECT, "playbooks", name)] + list(extra)
+    started = time.monotonic()
+    result = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+def recap(stdout):
+    """{host: {ok, changed, failed, ...}} from the play recap."""
+    return {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+            for m in re.finditer(r"^(%s-\w+)\s*:\s*(ok=.*)$" % re.escape(NAME), stdout, re.MULTILINE)}
+
+
+@pytest.mark.skipif(not V2, reason="needs the test bed's second image (make testbed)")
+def test_rolling_upgrade_rolls_the_group_as_one_batch_and_it_serves_again():
+    """upgrade.yml to another image: the two ranks are one batch (both restart on the new image in the same batch),
+    the leader's gate passes with the whole group, and the group serves through the edge afterwards."""
+    before = {h: container(h) for h in (LEADER, RANK1)}
+    assert all(running and ref.split("@")[-1] != V2.split("@")[-1] for ref, _s, running in before.values()), before
+    result = playbook("upgrade.yml", "-e", "vllm_image_ref=%s" % V2)
+    after = {h: container(h) for h in (LEADER, RANK1)}
+    counts = recap(result.stdout)
+    batches = re.findall(r"^PLAY \[Upgrade - one batch at a time.*$", result.stdout, re.MULTILINE)
+    report = {"playbook_rc": result.returncode, "playbook_seconds": result.seconds, "recap": counts,
+              "batches": len(batches), "started": {h: after[h][1] for h in after},
+              "loadavg": open("/proc/loadavg").read().split()[:3]}
+    os.makedirs(os.path.dirname(REPORT), exist_ok=True)
+    with open(REPORT.replace(".json", "-upgrade.json"), "w") as handle:
+        json.dump(report, handle, indent=2)
+    print("group upgrade: %s" % json.dumps(report))
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    # One batch for the group (the roll play ran once), both hosts changed and none failed.
+    assert len(batches) == 1, batches
+    assert set(counts) == {LEADER, RANK1}
+    assert all(c["changed"] > 0 and c["failed"] == 0 for c in counts.values()), counts
+    for host in (LEADER, RANK1):
+        ref, started, running = after[host]
+        assert running and ref.split("@")[-1] == V2.split("@")[-1], (host, ref)
+        assert started != before[host][1], (host, "not restarted")
+    assert "llmfleet upgrade: %s now serves" % LEADER in result.stdout
+    assert "llmfleet upgrade: %s now serves" % RANK1 in result.stdout
+    status, answer = chat(LEADER, timeout=120)
+    assert status == 200, answer
     assert "Worker_PP1" in on(RANK1, "docker logs llmfleet-vllm-0 2>&1").stdout
 
 
