@@ -68,9 +68,9 @@ def fleet_addresses(hosts, hostvars, fallback=True):
 
 
 def fleet_members(results, hostvars):
-    """[{host, address, serving}] from a looped slurp of each serving host's serving.json."""
+    """[{host, address, serving}] from a looped host_state (or slurp) of each serving host's serving.json."""
     if not isinstance(results, list):
-        raise AnsibleFilterError("fleet_members expects the results of a looped slurp, got %s" % type(results).__name__)
+        raise AnsibleFilterError("fleet_members expects the results of a looped host_state, got %s" % type(results).__name__)
     hosts = [r.get("item") for r in results if isinstance(r, dict)]
     try:
         return fleet.serving_members(results, fleet_addresses(hosts, hostvars, fallback=False))

@@ -194,14 +194,24 @@ def host_address(host_vars, host, fallback=False):
     return host_vars["ansible_host"] if "ansible_host" in host_vars else host
 
 
+def _serving_text(result):
+    """serving.json's text from one host's read: a host_state result (its one file) or a slurp result (base64);
+    None when it could not be read."""
+    files = result.get("files")
+    if isinstance(files, dict) and files:
+        return next(iter(files.values()))
+    content = result.get("content")
+    return base64.b64decode(content).decode("utf-8") if content is not None else None
+
+
 def serving_members(results, addresses):
-    """[{host, address, serving}] from the results of slurping each serving host's serving.json (results: a looped
-    slurp's results, item = the host; a host whose file could not be read serves nothing, {}). addresses: {host:
-    address}."""
+    """[{host, address, serving}] from the results of reading each serving host's serving.json (results: a looped
+    host_state's, or slurp's, results, item = the host; a host whose file could not be read serves nothing, {}).
+    addresses: {host: address}."""
     members = []
     for result in results or []:
         host = result.get("item")
-        content = result.get("content")
-        serving = json.loads(base64.b64decode(content).decode("utf-8")) if content is not None else {}
+        text = _serving_text(result)
+        serving = json.loads(text) if text is not None else {}
         members.append({"host": host, "address": (addresses or {}).get(host, ""), "serving": serving})
     return members

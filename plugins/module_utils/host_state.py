@@ -6,11 +6,15 @@
 
   dpkg_states(text, names)   {package: {'installed': bool, 'status': 'ii', 'version': '...'}} from dpkg-query output
   unit_properties(text)      {Property: value} from `systemctl show --property=...` output
+  path_state(path)           {exists, type, size, mode, mtime} of a path, a link not followed (reads the file system)
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import os
+import stat
 
 # The unit properties host_state and replica_state read (`systemctl show --property=...`).
 UNIT_PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload"
@@ -41,3 +45,16 @@ def dpkg_states(text, names):
 def unit_properties(text):
     """`systemctl show` output -> {Property: value}."""
     return dict(line.split("=", 1) for line in str(text or "").splitlines() if "=" in line)
+
+
+def path_state(path):
+    """What is at path, as host_state's `paths` returns it: exists, type (file, directory, link, other; None when
+    nothing is there), size, mode (octal string) and mtime. A link is not followed (its own state is returned)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return {"exists": False, "type": None, "size": None, "mode": None, "mtime": None}
+    kind = ("link" if stat.S_ISLNK(st.st_mode) else "directory" if stat.S_ISDIR(st.st_mode)
+            else "file" if stat.S_ISREG(st.st_mode) else "other")
+    return {"exists": True, "type": kind, "size": st.st_size, "mode": "%04o" % stat.S_IMODE(st.st_mode),
+            "mtime": st.st_mtime}

@@ -418,14 +418,15 @@ def image_problems(ref, var="vllm_image_ref", mirror="", allow_unpinned=False, e
 
 # ---- ports ----------------------------------------------------------------------------------------------------
 
-def port_problems(replicas, edge=True, offset=0, replicas_var=None):
+def port_problems(replicas, edge=True, offset=0, replicas_var=None, offset_var="vllm_server_edge_port_offset"):
     """Every port a replica listens on must be a TCP port (1-65535): its own (the edge's, or vLLM's without the
-    edge) and, behind the edge, vLLM's at port + offset. replicas: [{name, port}] as the serve role renders them."""
+    edge) and, behind the edge, vLLM's at port + offset. replicas: [{name, port}] as the serve role renders them;
+    replicas_var and offset_var: the variables that set the ports and the offset, for messages."""
     problems = []
     try:
         offset = int(offset) if edge else 0
     except (TypeError, ValueError):
-        return ["vllm_server_edge_port_offset must be a whole number (e.g. 10000); got %s." % _show(offset)]
+        return ["%s must be a whole number (e.g. 10000); got %s." % (offset_var, _show(offset))]
     which = replicas_var or "vllm_server_port_base"
     for replica in replicas or []:
         try:
@@ -440,9 +441,9 @@ def port_problems(replicas, edge=True, offset=0, replicas_var=None):
                             "is a TCP port." % (name, port, which))
         elif edge and offset and not 1 <= port + offset <= 65535:
             problems.append("Replica %s listens on port %d through the edge, and vLLM itself on port %d + "
-                            "vllm_server_edge_port_offset %d = %d, outside 1-65535: lower %s (e.g. 8000) or "
-                            "vllm_server_edge_port_offset so that both stay at most 65535."
-                            % (name, port, port, offset, port + offset, which))
+                            "%s %d = %d, outside 1-65535: lower %s (e.g. 8000) or "
+                            "%s so that both stay at most 65535."
+                            % (name, port, port, offset_var, offset, port + offset, which, offset_var))
     return problems
 
 

@@ -21,8 +21,8 @@ description:
   - A new content goes to a temporary file in the same directory that already has the final owner and mode, is
     validated (O(files[].validate)), then renamed over the old file, so a reader never sees a partial file and a
     secret file is never readable by others, not even for a moment.
-  - Content is not logged by the module, but it travels in the task's arguments; for secrets set C(no_log) on the
-    task (its result, diff included, is then hidden).
+  - Content is not logged by the module, but it travels in the task's arguments; give secrets as O(secret_files)
+    (or set C(no_log) on the task, which hides its whole result, diff included).
 version_added: "0.2.0"
 options:
   directories:
@@ -50,6 +50,27 @@ options:
         description:
           - A command run on the new content before it replaces the file, C(%s) standing for the temporary file's
             path (as the C(template) module's option). A failure leaves the old file as it was.
+        type: str
+  secret_files:
+    description:
+      - Files whose content is a secret (an API key, a token), written as O(files) are, and before them (the
+        O(files[].validate) of a file may read one). Their content is never
+        logged (the option's C(no_log)), and their diff, with O(files)' diffs in diff mode, says only that the
+        content changed.
+      - Lets one call write a role's secret files beside its other files without C(no_log) on the whole task, which
+        would hide the other files' results too.
+    type: list
+    elements: dict
+    default: []
+    version_added: "0.3.0"
+    suboptions:
+      path: {description: The file., type: path, required: true}
+      content: {description: Its whole content (text)., type: str, required: true}
+      owner: {description: Its owner., type: str, default: root}
+      group: {description: Its group., type: str, default: root}
+      mode: {description: 'Its mode, an octal string such as C("0600").', type: raw, default: "0600"}
+      validate:
+        description: As O(files[].validate).
         type: str
 author:
   - llmfleet maintainers (!UNKNOWN)
@@ -176,8 +197,35 @@ def _write(module, spec, data, uid, gid, mode):
             os.unlink(tmp)
 
 
+def _file_options(mode, secret):
+    return dict(
+        path=dict(type="path", required=True),
+        content=dict(type="str", required=True, no_log=secret),
+        owner=dict(type="str", default="root"),
+        group=dict(type="str", default="root"),
+        mode=dict(type="raw", default=mode),
+        validate=dict(type="str"),
+    )
+
+
+class _Module(AnsibleModule):
+    """AnsibleModule, except that the invocation it logs on the host (syslog / the journal) shows no secret file's
+    content: the option's no_log hides an exact value, but the log line holds the list's repr, where a content's
+    newlines are escaped and would no longer match it."""
+
+    def _log_invocation(self):
+        secret = self.params.get("secret_files")
+        if not secret:
+            return super(_Module, self)._log_invocation()
+        self.params["secret_files"] = [dict(spec, content="NOT_LOGGING_PARAMETER") for spec in secret]
+        try:
+            return super(_Module, self)._log_invocation()
+        finally:
+            self.params["secret_files"] = secret
+
+
 def main():
-    module = AnsibleModule(
+    module = _Module(
         argument_spec=dict(
             directories=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="path", required=True),
@@ -185,14 +233,10 @@ def main():
                 group=dict(type="str", default="root"),
                 mode=dict(type="raw", default="0755"),
             )),
-            files=dict(type="list", elements="dict", default=[], options=dict(
-                path=dict(type="path", required=True),
-                content=dict(type="str", required=True),
-                owner=dict(type="str", default="root"),
-                group=dict(type="str", default="root"),
-                mode=dict(type="raw", default="0644"),
-                validate=dict(type="str"),
-            )),
+            files=dict(type="list", elements="dict", default=[], options=_file_options("0644", secret=False)),
+            # The list itself is not the secret (its paths and modes show in the result): each content is.
+            secret_files=dict(type="list", elements="dict", default=[], no_log=False,
+                              options=_file_options("0600", secret=True)),
         ),
         supports_check_mode=True,
     )
@@ -216,7 +260,9 @@ def main():
             os.chown(path, uid, gid)
             os.chmod(path, mode)
 
-    for spec in module.params["files"]:
+    # The secret files first: a file's validate may read one (the edge's configuration names its keys file).
+    specs = [(spec, True) for spec in module.params["secret_files"]] + [(spec, False) for spec in module.params["files"]]
+    for spec, secret in specs:
         path = spec["path"]
         uid, gid = _ids(module, spec["owner"], spec["group"], path)
         mode = _mode(module, spec["mode"], path)
@@ -233,9 +279,13 @@ def main():
             changed_paths.append(path)
             content_changed.append(path)
             if module._diff:
-                diffs.append(dict(before_header=path, after_header=path,
-                                  before=to_native(old or b"", errors="surrogate_or_replace"),
-                                  after=spec["content"]))
+                if secret:
+                    diffs.append(dict(before_header=path, after_header=path, before="(secret content)\n" if old else "",
+                                      after="(secret content, changed)\n"))
+                else:
+                    diffs.append(dict(before_header=path, after_header=path,
+                                      before=to_native(old or b"", errors="surrogate_or_replace"),
+                                      after=spec["content"]))
             if not module.check_mode:
                 _write(module, spec, data, uid, gid, mode)
         elif _attributes_changed(module, path, uid, gid, mode):

@@ -12,10 +12,11 @@ DOCUMENTATION = r"""
 module: host_state
 short_description: Read small files, Debian package states and systemd unit states in one call
 description:
-  - Read-only. Returns the content of each file of O(files), whether each package of O(packages) is installed
-    (C(dpkg-query)), and the state of each unit of O(units) (C(systemctl show)).
-  - One module call for what would otherwise be a C(slurp), a C(dpkg-query) command and a C(systemd_service) task
-    each, so that a role's re-run that finds everything in place pays for one remote call.
+  - Read-only. Returns the content of each file of O(files), whether each path of O(paths) exists and what it is,
+    whether each package of O(packages) is installed (C(dpkg-query)), and the state of each unit of O(units)
+    (C(systemctl show)).
+  - One module call for what would otherwise be a C(slurp), a C(stat), a C(dpkg-query) command and a
+    C(systemd_service) task each, so that a role's re-run that finds everything in place pays for one remote call.
 version_added: "0.2.0"
 options:
   files:
@@ -23,6 +24,21 @@ options:
     type: list
     elements: path
     default: []
+  missing_msg:
+    description:
+      - When set, the module fails with this message, followed by the paths, where a file of O(files) is missing or
+        cannot be read as text (for a file the caller cannot do without; say in it what the user should do).
+      - Empty - a missing file is returned as null.
+    type: str
+    default: ""
+    version_added: "0.3.0"
+  paths:
+    description:
+      - Paths to look at without reading them (as C(ansible.builtin.stat) without checksums, a link not followed).
+    type: list
+    elements: path
+    default: []
+    version_added: "0.3.0"
   packages:
     description: Debian package names to look up (a host without C(dpkg-query) reports none installed).
     type: list
@@ -66,6 +82,17 @@ EXAMPLES = r"""
     unit_properties: [LoadState, ActiveState, SubState, Result, ExecMainStatus, NRestarts]
   register: replica_unit
 
+- name: Read the deployment description, which the next tasks cannot do without
+  llmfleet.vllm.host_state:
+    files: [/etc/llmfleet/serving.json]
+    missing_msg: There is no deployment description on this host; run the serve stage first.
+  register: deployment
+
+- name: Look for what an interrupted placement left next to a model directory
+  llmfleet.vllm.host_state:
+    paths: [/srv/models/.qwen.partial, /srv/models/.qwen.lock]
+  register: leftovers
+
 - name: Install Docker only where it is missing
   ansible.builtin.apt:
     name: docker.io
@@ -78,6 +105,13 @@ files:
   returned: always
   type: dict
   sample: {/etc/docker/daemon.json: '{"log-driver": "json-file"}'}
+paths:
+  description:
+    - For each path of O(paths), C(exists), C(type) (C(file), C(directory), C(link), C(other), or null when it does not
+      exist), C(size) in bytes, C(mode) (octal string) and C(mtime) (seconds since the epoch).
+  returned: always
+  type: dict
+  sample: {/srv/models/.qwen.partial: {exists: true, type: directory, size: 4096, mode: '0755', mtime: 1767225600.0}}
 packages:
   description: For each package, C(installed) (dpkg status C(ii)), C(status) (dpkg's letters, empty when unknown) and C(version).
   returned: always
@@ -96,6 +130,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import (
     DPKG_FORMAT,
     UNIT_PROPERTIES,
     dpkg_states,
+    path_state,
     unit_properties,
 )
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import read_text
@@ -105,6 +140,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             files=dict(type="list", elements="path", default=[]),
+            paths=dict(type="list", elements="path", default=[]),
+            missing_msg=dict(type="str", default=""),
             packages=dict(type="list", elements="str", default=[]),
             units=dict(type="list", elements="str", default=[]),
             unit_properties=dict(type="list", elements="str", default=[]),
@@ -113,6 +150,11 @@ def main():
     )
     p = module.params
     files = dict((path, read_text(path)) for path in p["files"])
+    missing = [path for path in p["files"] if files[path] is None]
+    if missing and p["missing_msg"]:
+        module.fail_json(msg="%s (missing or unreadable on this host: %s)" % (p["missing_msg"].strip(), ", ".join(missing)),
+                         files=files, missing=missing)
+    paths = dict((path, path_state(path)) for path in p["paths"])
 
     out = ""
     dpkg = module.get_bin_path("dpkg-query") if p["packages"] else None
@@ -131,7 +173,7 @@ def main():
                                            "--property=" + (",".join(p["unit_properties"]) or UNIT_PROPERTIES)])
         units[unit] = unit_properties(out) if rc == 0 else {}
 
-    module.exit_json(changed=False, files=files, packages=packages, units=units)
+    module.exit_json(changed=False, files=files, paths=paths, packages=packages, units=units)
 
 
 if __name__ == "__main__":

@@ -38,20 +38,22 @@ options:
     description: Extra vLLM flags (flag -> value) whose JSON-valued flags must parse.
     type: raw
   args_extra_var:
-    description: The variable O(args_extra) came from, for messages.
+    description: The variable O(args_extra) came from, for messages (the C(preflight) role passes C(vllm_server_args_extra)).
     type: str
-    default: vllm_server_args_extra
+    default: args_extra
   env:
     description: The replica environment (NAME -> value).
     type: raw
   env_var:
-    description: The variable O(env) came from, for messages.
+    description: The variable O(env) came from, for messages (the C(preflight) role passes C(vllm_server_env)).
     type: str
-    default: vllm_server_env
+    default: env
   model_source:
     description:
       - Where the weights come from, as the model_weights role reads it - C(source) (hf, modelscope, local, archive),
-        C(repo_id), C(revision), C(endpoint), C(local_path) (a directory on the controller).
+        C(repo_id), C(revision), C(endpoint), C(local_path) (a directory on the controller), and C(local_path_var),
+        the variable C(local_path) came from, for messages (default C(model_source.local_path); the C(preflight)
+        role passes C(model_weights_local_path)).
     type: dict
     default: {}
   token:
@@ -72,13 +74,14 @@ options:
     type: dict
   image:
     description:
-      - The image pin as the vllm_image role reads it - C(ref) (required to check), C(var), C(mirror),
-        C(allow_unpinned), C(environment), C(accelerator).
+      - The image pin as the vllm_image role reads it - C(ref) (required to check), C(var) (the variable C(ref)
+        came from, for messages; default C(image.ref)), C(mirror), C(allow_unpinned), C(environment), C(accelerator).
     type: dict
   ports:
     description:
       - The replicas' ports after the edge's offset - C(replicas) (a list of C(name), C(port)), C(edge),
-        C(offset), C(replicas_var) (the variable that sets them).
+        C(offset), and for messages C(replicas_var) (the variable that sets the ports; default C(ports.replicas))
+        and C(offset_var) (the one that sets the offset; default C(ports.offset)).
     type: dict
   flag_cache_dir:
     description:
@@ -90,6 +93,13 @@ options:
   model_config:
     description: A config.json on the controller of the model to serve (its head size is checked, see O(flag_cache_dir)).
     type: path
+  model_var:
+    description:
+      - The variables that choose the model of O(model_config), named by a head-size refusal as the fix (the
+        C(preflight) role passes C(llmfleet_model / model_weights_*)).
+    type: str
+    default: model_config
+    version_added: "0.3.0"
   accelerator:
     description: C(gpu) or C(cpu), for the attention backends to check the head size against.
     type: str
@@ -120,7 +130,9 @@ EXAMPLES = r"""
     checks:
       - {var: llmfleet_gpu_memory_utilization, value: "{{ llmfleet_gpu_memory_utilization }}", type: float, gt: 0, max: 1}
     args_extra: "{{ vllm_server_args_extra | default({}) }}"
+    args_extra_var: vllm_server_args_extra
     env: "{{ vllm_server_env | default({}) }}"
+    env_var: vllm_server_env
     model_source: {source: hf, repo_id: Qwen/Qwen3.5-35B-A3B-FP8, revision: main}
   delegate_to: localhost
 """
@@ -267,17 +279,17 @@ def _image_facts_problems(p, image, facts):
             config = None
         problem = head_size_problem(config, facts.get("attention"), p["accelerator"],
                                     model=os.path.dirname(p["model_config"]), image=image.get("ref"),
-                                    fix_var="llmfleet_model / model_weights_*")
+                                    fix_var=p["model_var"])
         if problem:
             problems.append(problem)
     return problems
 
 
-def _local_source_problems(path, args_extra):
-    """A controller-side model directory that vLLM could not serve."""
+def _local_source_problems(path, args_extra, var):
+    """A controller-side model directory that vLLM could not serve (var: the variable path came from)."""
     if not os.path.isdir(path):
-        return ["model_weights_local_path %s is not a directory on the controller: set it to the "
-                "checkpoint directory (config.json, tokenizer files, *.safetensors)." % path]
+        return ["%s %s is not a directory on the controller: set it to the "
+                "checkpoint directory (config.json, tokenizer files, *.safetensors)." % (var, path)]
     names = []
     for root, dirs, files in os.walk(path):
         names.extend(os.path.relpath(os.path.join(root, f), path) for f in files)
@@ -290,32 +302,35 @@ def _local_source_problems(path, args_extra):
             index = {}
     extra = args_extra if isinstance(args_extra, dict) else {}
     own_tokenizer = any(str(k).replace("_", "-").lstrip("-") == "tokenizer" and v for k, v in extra.items())
-    return model_dir_problems(names, index, where="model_weights_local_path %s" % path,
+    return model_dir_problems(names, index, where="%s %s" % (var, path),
                               check_tokenizer=not own_tokenizer)
 
 
+# The variable names in messages are parameters (the preflight role passes its own); the defaults name only this
+# module's options.
+ARGUMENT_SPEC = dict(
+    checks=dict(type="list", elements="dict", default=[]),
+    args_extra=dict(type="raw"),
+    args_extra_var=dict(type="str", default="args_extra"),
+    env=dict(type="raw"),
+    env_var=dict(type="str", default="env"),
+    model_source=dict(type="dict", default={}),
+    token=dict(type="str", no_log=True),
+    secrets=dict(type="list", elements="dict", default=[], no_log=False),
+    key_check=dict(type="dict", no_log=False),
+    image=dict(type="dict"),
+    ports=dict(type="dict"),
+    flag_cache_dir=dict(type="path"),
+    model_config=dict(type="path"),
+    model_var=dict(type="str", default="model_config"),
+    accelerator=dict(type="str", default="gpu"),
+    check_hub=dict(type="bool", default=True),
+    hub_timeout=dict(type="int", default=10),
+)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            checks=dict(type="list", elements="dict", default=[]),
-            args_extra=dict(type="raw"),
-            args_extra_var=dict(type="str", default="vllm_server_args_extra"),
-            env=dict(type="raw"),
-            env_var=dict(type="str", default="vllm_server_env"),
-            model_source=dict(type="dict", default={}),
-            token=dict(type="str", no_log=True),
-            secrets=dict(type="list", elements="dict", default=[], no_log=False),
-            key_check=dict(type="dict", no_log=False),
-            image=dict(type="dict"),
-            ports=dict(type="dict"),
-            flag_cache_dir=dict(type="path"),
-            model_config=dict(type="path"),
-            accelerator=dict(type="str", default="gpu"),
-            check_hub=dict(type="bool", default=True),
-            hub_timeout=dict(type="int", default=10),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     problems = value_problems(p["checks"])
     if p["args_extra"] is not None:
@@ -326,14 +341,15 @@ def main():
     problems += secret_problems(p["secrets"], p["key_check"])
     image = p["image"] or {}
     if image.get("ref"):
-        problems += image_problems(image["ref"], var=image.get("var") or "vllm_image_ref",
+        problems += image_problems(image["ref"], var=image.get("var") or "image.ref",
                                    mirror=image.get("mirror") or "", allow_unpinned=image.get("allow_unpinned", False),
                                    environment=image.get("environment") or "dev",
                                    accelerator=image.get("accelerator") or p["accelerator"])
     ports = p["ports"] or {}
     if ports.get("replicas") is not None:
         problems += port_problems(ports.get("replicas"), edge=ports.get("edge", True), offset=ports.get("offset", 0),
-                                  replicas_var=ports.get("replicas_var"))
+                                  replicas_var=ports.get("replicas_var") or "ports.replicas",
+                                  offset_var=ports.get("offset_var") or "ports.offset")
     facts = cached_image_facts(p["flag_cache_dir"], image.get("ref"))
     if facts:
         problems += _image_facts_problems(p, image, facts)
@@ -342,7 +358,8 @@ def main():
     warnings, hub = [], {}
     source = src.get("source")
     if source == "local" and src.get("local_path"):
-        problems += _local_source_problems(src["local_path"], p["args_extra"])
+        problems += _local_source_problems(src["local_path"], p["args_extra"],
+                                           src.get("local_path_var") or "model_source.local_path")
     elif source in ("hf", "modelscope") and src.get("repo_id") and p["check_hub"]:
         found, warnings, hub = hub_problems(module, src, p["token"], p["hub_timeout"])
         problems += found

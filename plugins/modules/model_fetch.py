@@ -35,6 +35,10 @@ description:
     space of O(dest)'s filesystem; a rotational disk under O(dest) is a warning, or a failure with O(require_ssd)."
   - Progress is written once a second as JSON to O(progress_file) (bytes, percent, rate, ETA) so a play
     running this module with C(async) can show it while it runs.
+  - "Peers (O(peers), O(peer_timeout), O(peer_bwlimit_kib), shared with M(llmfleet.vllm.model_peer_pull)): here
+    only for the sources C(hf) and C(modelscope), tried before the hub. Whatever a peer sends is verified like a hub
+    download, against the manifest this module gets from the hub (sizes, sha256, git blob ids), never against the
+    peer's word; files no peer delivers, or that fail that check, are fetched from the hub. No token goes to a peer."
 options:
   source:
     description: Where the weights come from. C(local) is a directory already on the host (O(local_path)),
@@ -120,36 +124,10 @@ options:
     description: Parallel file downloads / hashes.
     type: int
     default: 8
-  peers:
-    description:
-      - Hosts of the fleet that already hold this model, tried in this order before the hub (source C(hf) and
-        C(modelscope) only). Each is a read-only rsync daemon module, C(rsync://address:port/module/), as the
-        C(model_weights) role runs on them; the files still missing are pulled with C(rsync --partial), so a
-        transfer cut off by a peer that dies is continued by the next peer from where it stopped.
-      - Whatever a peer sends is verified like a hub download, against the manifest this module gets from the
-        hub (sizes, sha256, git blob ids), never against the peer's word; files no peer delivers, or that fail
-        that check, are fetched from the hub. No token goes to a peer.
-    type: list
-    elements: dict
-    suboptions:
-      url:
-        description: C(rsync://address:port/module/).
-        type: str
-        required: true
-      host:
-        description: The peer's name, for the report.
-        type: str
-  peer_timeout:
-    description: Seconds without data after which rsync gives up on a peer and the next one is tried.
-    type: int
-    default: 30
-  peer_bwlimit_kib:
-    description: Most KiB/s one transfer from a peer may use (rsync C(--bwlimit)); 0 is no limit.
-    type: int
-    default: 0
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - llmfleet.vllm.peers
   - llmfleet.vllm.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
@@ -319,7 +297,7 @@ def main():
             environment=dict(type="str", choices=["prod", "dev"], default="dev"),
             verify_existing=dict(type="bool", default=False),
             max_workers=dict(type="int", default=8),
-            peers=dict(type="list", elements="dict",
+            peers=dict(type="list", elements="dict", default=[],
                        options=dict(url=dict(type="str", required=True), host=dict(type="str"))),
             peer_timeout=dict(type="int", default=30),
             peer_bwlimit_kib=dict(type="int", default=0),

@@ -22,6 +22,9 @@ description:
     C(source=local) and C(local_path) the staging directory then checks every file against the controller's
     sha256 and renames the directory into place.
   - With no O(peers) it only writes the marker (the host that received the upload from the controller).
+  - "Peers (O(peers), O(peer_timeout), O(peer_bwlimit_kib), shared with M(llmfleet.vllm.model_fetch)): here for any
+    source the controller uploaded; what a peer sends is checked afterwards against the controller's manifest (by
+    M(llmfleet.vllm.model_fetch)), not against a hub's."
 options:
   dest:
     description: The final model directory (absolute); the staging directory is C(<parent>/.<name>.partial).
@@ -35,30 +38,10 @@ options:
     type: list
     elements: dict
     required: true
-  peers:
-    description: Hosts that hold the model, tried in this order; each a read-only rsync daemon module.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      url:
-        description: C(rsync://address:port/module/).
-        type: str
-        required: true
-      host:
-        description: The peer's name, for the report.
-        type: str
-  peer_timeout:
-    description: Seconds without data after which rsync gives up on a peer and the next one is tried.
-    type: int
-    default: 30
-  peer_bwlimit_kib:
-    description: Most KiB/s one transfer from a peer may use (rsync C(--bwlimit)); 0 is no limit.
-    type: int
-    default: 0
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - llmfleet.vllm.peers
   - llmfleet.vllm.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups

@@ -30,14 +30,7 @@ PEER_RATE = 2 << 20  # bytes/s of the slow peer: its 16 MiB shard takes ~8 s
 pytestmark = pytest.mark.skipif(shutil.which("rsync") is None, reason="needs rsync (apt-get install rsync)")
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return hub_repo.synth_model(tmp_path_factory.mktemp("model") / "m", [1, 16])
-
-
-@pytest.fixture(scope="module")
-def model_bytes(model_dir):
-    return sum(p.stat().st_size for p in model_dir.rglob("*") if p.is_file())
+# model_dir and model_bytes: conftest.py.
 
 
 @pytest.fixture(scope="module")

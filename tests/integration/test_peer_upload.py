@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "testbed"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import hub_repo  # noqa: E402
 from test_peer_fetch import PEER_RATE, Peer  # noqa: E402
 
 BIG = "model-00002-of-00002.safetensors"
@@ -31,14 +30,7 @@ ORIGIN = "controller:/data/models/tiny"
 pytestmark = pytest.mark.skipif(shutil.which("rsync") is None, reason="needs rsync (apt-get install rsync)")
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return hub_repo.synth_model(tmp_path_factory.mktemp("model") / "m", [1, 16])
-
-
-@pytest.fixture(scope="module")
-def model_bytes(model_dir):
-    return sum(p.stat().st_size for p in model_dir.rglob("*") if p.is_file())
+# model_dir and model_bytes: conftest.py.
 
 
 @pytest.fixture

@@ -158,6 +158,18 @@ def test_serving_members_decode_each_hosts_serving_json_and_an_unread_one_serves
         {"host": "h1", "address": "10.0.0.1", "serving": doc}, {"host": "h2", "address": "", "serving": {}}]
 
 
+def test_serving_members_read_host_state_results_as_the_roles_register_them():
+    import json
+    from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet as FL
+    doc = {"edge": True, "replicas": [{"name": "0", "port": 8000}]}
+    results = [{"item": "h1", "files": {"/etc/llmfleet/serving.json": json.dumps(doc)}},
+               {"item": "h2", "files": {"/etc/llmfleet/serving.json": None}},
+               {"item": "h3", "failed": True, "msg": "unreachable"}]
+    assert FL.serving_members(results, {"h1": "10.0.0.1"}) == [
+        {"host": "h1", "address": "10.0.0.1", "serving": doc}, {"host": "h2", "address": "", "serving": {}},
+        {"host": "h3", "address": "", "serving": {}}]
+
+
 def test_the_fleet_filters_read_hostvars():
     from ansible_collections.llmfleet.vllm.plugins.filter.fleet import FilterModule
     filters = FilterModule().filters()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import dpkg_states, unit_properties
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import dpkg_states, path_state, unit_properties
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 ANSIBLE_BIN = os.path.dirname(sys.executable)
@@ -73,6 +73,7 @@ def test_module_reads_files_and_packages_in_one_call(tmp_path):
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                ANSIBLE_STDOUT_CALLBACK="json")
     args = dict(files=[str(daemon_json), str(tmp_path / "missing.json"), str(not_text)],
+                paths=[str(tmp_path / "missing.json"), str(tmp_path)],
                 packages=["dpkg", "coreutils", NOT_A_PACKAGE])
     r = subprocess.run([os.path.join(ANSIBLE_BIN, "ansible"), "localhost", "-c", "local",
                         "-e", "ansible_python_interpreter=%s" % sys.executable,
@@ -89,3 +90,35 @@ def test_module_reads_files_and_packages_in_one_call(tmp_path):
         NOT_A_PACKAGE: {"installed": False, "status": "", "version": ""},
     }
     assert result["units"] == {}
+    assert result["paths"][str(tmp_path / "missing.json")]["exists"] is False
+    assert result["paths"][str(tmp_path)]["type"] == "directory"
+
+
+def test_path_state_tells_a_file_a_directory_a_link_and_nothing_apart(tmp_path):
+    (tmp_path / "f").write_text("12345")
+    os.chmod(tmp_path / "f", 0o640)
+    os.symlink(str(tmp_path / "gone"), str(tmp_path / "dangling"))
+    f = path_state(str(tmp_path / "f"))
+    assert (f["exists"], f["type"], f["size"], f["mode"]) == (True, "file", 5, "0640")
+    assert f["mtime"] == os.stat(tmp_path / "f").st_mtime
+    assert path_state(str(tmp_path))["type"] == "directory"
+    # A link is reported as the link, even when what it points to is gone (a leftover is a leftover).
+    assert path_state(str(tmp_path / "dangling"))["type"] == "link"
+    nothing = {"exists": False, "type": None, "size": None, "mode": None, "mtime": None}
+    assert path_state(str(tmp_path / "missing")) == nothing
+
+
+def test_a_file_the_caller_cannot_do_without_fails_with_its_message_and_path(tmp_path):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_STDOUT_CALLBACK="json")
+    (tmp_path / "here.json").write_text("{}")
+    args = dict(files=[str(tmp_path / "here.json"), str(tmp_path / "serving.json")],
+                missing_msg="Run the serve stage first.")
+    r = subprocess.run([os.path.join(ANSIBLE_BIN, "ansible"), "localhost", "-c", "local",
+                        "-e", "ansible_python_interpreter=%s" % sys.executable,
+                        "-m", "llmfleet.vllm.host_state", "-a", json.dumps(args)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    result = json.loads(r.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert result["failed"]
+    assert result["msg"] == "Run the serve stage first. (missing or unreadable on this host: %s)" % (tmp_path / "serving.json")

@@ -5,6 +5,8 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 ANSIBLE_BIN = os.path.dirname(sys.executable)
 
@@ -129,3 +131,43 @@ def test_lookup_rendering_matches_the_template_module_byte_for_byte(tmp_path):
                        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stdout[-3000:]
     assert (tmp_path / "by-lookup").read_bytes() == (tmp_path / "by-template").read_bytes()
+
+
+def test_secret_files_are_written_0600_and_their_content_is_never_shown(tmp_path):
+    owner, group = _me()
+    secret = "Bearer s3cret-key-that-must-not-leak"
+    args = dict(files=[dict(path=str(tmp_path / "edge.cfg"), content="plain\n", owner=owner, group=group)],
+                secret_files=[dict(path=str(tmp_path / "keys"), content=secret + "\n", owner=owner, group=group)])
+    r = subprocess.run([os.path.join(ANSIBLE_BIN, "ansible"), "localhost", "-c", "local", "-vvv", "--diff",
+                        "-e", "ansible_python_interpreter=%s" % sys.executable,
+                        "-m", "llmfleet.vllm.config_files", "-a", json.dumps(args)],
+                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert secret not in r.stdout + r.stderr
+    result = json.loads(r.stdout[r.stdout.index("{"):])["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    # The secret first: a file's validate may read it.
+    assert result["content_changed_paths"] == [str(tmp_path / "keys"), str(tmp_path / "edge.cfg")]
+    assert (tmp_path / "keys").read_text() == secret + "\n"
+    assert stat.S_IMODE(os.stat(tmp_path / "keys").st_mode) == 0o600
+    # The plain file's diff shows its content; the secret's says only that it changed.
+    assert [d["after"] for d in result["diff"]] == ["(secret content, changed)\n", "plain\n"]
+    assert not run(args)["changed"]
+
+
+def test_the_invocation_logged_on_the_host_shows_no_secret_content(tmp_path, monkeypatch):
+    # What AnsibleModule writes to syslog / the journal ("Invoked with ..."): a secret's content would be there in
+    # the list's repr, its newlines escaped, where the option's no_log cannot match it.
+    from ansible.module_utils import basic
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.llmfleet.vllm.plugins.modules import config_files
+
+    secret = "VLLM_API_KEY=s3cret-sentinel\nHF_TOKEN=hf-sentinel\n"
+    logged = []
+    monkeypatch.setattr(basic.AnsibleModule, "log", lambda self, msg, log_args=None: logged.append(msg))
+    args = dict(files=[dict(path=str(tmp_path / "plain"), content="plain\n")],
+                secret_files=[dict(path=str(tmp_path / "vllm-0.env"), content=secret)], _ansible_check_mode=True)
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            config_files.main()
+    assert logged and "Invoked with" in logged[0] and str(tmp_path / "vllm-0.env") in logged[0]
+    assert "sentinel" not in " ".join(logged)
