@@ -99,7 +99,7 @@ options:
         C(preflight) role passes C(llmfleet_model / model_weights_*)).
     type: str
     default: model_config
-    version_added: "0.3.0"
+    version_added: "0.1.0"
   accelerator:
     description: C(gpu) or C(cpu), for the attention backends to check the head size against.
     type: str
