@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import version_at_least
+
 DEFAULT_BLOCK_SIZE = 16
 # The vLLM CPU engine's block size when the user sets none (vllm/platforms/cpu.py, 0.32.0: 128; 16 for the reference
 # CPU MLA backend). Full-attention-only models hold the same tokens at any block size; sliding-window layers and a
@@ -122,11 +124,7 @@ def block_size_for(page_1, state_page, block_size=None, mamba_chunk=None):
 
 
 # The first release whose MambaModelConfig always defaults to 'align' (0.22.0 still picks 'all' where supported).
-ALIGN_ONLY_SINCE = (0, 32)
-
-
-def _release(version):
-    return tuple(int(x) for x in str(version).split("+", maxsplit=1)[0].split(".")[:2] if x.isdigit())
+ALIGN_ONLY_SINCE = "0.32.0"
 
 
 def mamba_cache_mode(arch, prefix_caching, vllm_version=None):
@@ -135,7 +133,7 @@ def mamba_cache_mode(arch, prefix_caching, vllm_version=None):
     'align' for every model from 0.32.0 on.  An unknown version is planned as 0.22.0, the GPU-proven release."""
     if not prefix_caching:
         return "none"
-    if vllm_version and _release(vllm_version) >= ALIGN_ONLY_SINCE:
+    if vllm_version and version_at_least(vllm_version, ALIGN_ONLY_SINCE):
         return "align"
     return "all" if arch.get("mamba_prefix_caching_all") else "align"
 

@@ -19,6 +19,13 @@ class PlanError(ValueError):
     """Input the planner cannot work with; the message says what to change."""
 
 
+def version_at_least(have, need):
+    """Whether the vLLM version ``have`` is ``need`` or later (release numbers only: "0.22.0+cu129" is 0.22.0)."""
+    def release(v):
+        return tuple(int(x) for x in str(v).split("+", maxsplit=1)[0].split(".")[:3] if x.isdigit())
+    return release(have) >= release(need)
+
+
 def gib(n):
     """Bytes as GiB with one decimal, as the plan's reasons print them."""
     return "%.1f GiB" % (n / 1024 ** 3)

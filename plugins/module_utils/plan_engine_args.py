@@ -21,6 +21,7 @@ the plan would have chosen.  Pure functions, no I/O.
 from __future__ import annotations
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import PlanError
+from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import VllmArgsError, flag_name
 
 PLAN_INPUTS = {
     "max-model-len": ("max_model_len", int), "max-num-seqs": ("max_num_seqs", int),
@@ -34,15 +35,20 @@ _TRUE = ("1", "true", "yes", "on")
 _KIND_WORDS = {int: "a whole number", float: "a number", str: "a string"}
 
 
-def _name(key):
-    return str(key).strip().lstrip("-").replace("_", "-")
-
-
 def _on(value):
     """A flag's boolean value as args_extra spells it (true, "true", 1; None / false: off)."""
     if isinstance(value, str):
         return value.strip().lower() in _TRUE
     return bool(value)
+
+
+def _flags(engine_args):
+    """(flag name, value) of each key that is a flag name (vllm_args.flag_name); input_check refuses the others."""
+    for key, value in (engine_args or {}).items():
+        try:
+            yield flag_name(key), value
+        except VllmArgsError:
+            continue
 
 
 def _value(flag, value, kind, var):
@@ -57,8 +63,7 @@ def engine_overrides(engine_args, engine_env=None, feature_names=(), var="vllm_s
     hybrid_manager True / False / None (vLLM's default), notes [str], one per flag that was read)."""
     inputs, features, notes = {}, {}, []
     hybrid = None
-    for key, value in sorted((engine_args or {}).items(), key=lambda kv: _name(kv[0])):
-        flag = _name(key)
+    for flag, value in sorted(_flags(engine_args), key=lambda fv: fv[0]):
         if flag in PLAN_INPUTS and value is not None:
             name, kind = PLAN_INPUTS[flag]
             inputs[name] = _value(flag, value, kind, var)

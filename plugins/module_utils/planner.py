@@ -54,7 +54,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.layout_search import
     _worst_link, tp_allowed)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import DTYPE_BYTES, OBJECTIVES
 from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import (  # pylint: disable=unused-import
-    DEFAULT_MAX_NUM_SEQS, TP_SIZES, PlanError, gib)
+    DEFAULT_MAX_NUM_SEQS, TP_SIZES, PlanError, gib, version_at_least)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_reasons import (  # pylint: disable=unused-import
     _has_fp8, _layout_reason, _memory_reasons, _window_reason)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import (
@@ -269,12 +269,6 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
     return r
 
 
-def _check_version(have, need):
-    def t(v):
-        return tuple(int(x) for x in str(v).split("+", maxsplit=1)[0].split(".")[:3] if x.isdigit())
-    return t(have) >= t(need)
-
-
 def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num_seqs=None,
          gpu_memory_utilization=None, accelerator="gpu", kv_cache_memory_bytes=None, features=None,
          tensor_parallel_size=None, enable_expert_parallel=None, kv_cache_dtype="auto", vllm_version=None,
@@ -300,7 +294,7 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
                 kv_cache_bytes_per_token=kv_full, state_bytes_per_sequence=state_full,
                 min_vllm_version=str(profile["serving"]["min_vllm_version"]))
     if vllm_version is not None:
-        ok = _check_version(vllm_version, base["min_vllm_version"])
+        ok = version_at_least(vllm_version, base["min_vllm_version"])
         base["vllm_version_ok"] = ok
         if not ok:
             reasons.append("vLLM %s is older than %s, the first release that serves %s: pin a newer image."
