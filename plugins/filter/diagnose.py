@@ -12,7 +12,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.diagnostics import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnostics import (
     classify,
     container_facts,
     container_facts_json,

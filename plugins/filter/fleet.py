@@ -2,14 +2,14 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters for the fleet stage (balancer, monitoring, upgrade); the logic lives in module_utils/fleet.py."""
+"""Filters for the fleet stage (balancer, monitoring, upgrade); the logic lives in plugins/plugin_utils/fleet/fleet.py."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import fleet
 
 
 def fleet_backends(members):
