@@ -162,23 +162,27 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_flags import parse_help
-from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import (
-    args_extra_flag_problems,
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.hub_answers import (
     endpoint_problem,
-    env_problems,
+    hf_revision_verdict,
+    looks_like_hf,
+    looks_like_modelscope,
+    ms_revision_verdict,
+)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.image_checks import (
+    args_extra_flag_problems,
     head_size_problem,
     image_facts_for_ref,
     image_problems,
-    port_problems,
-    secret_problems,
-    hf_revision_verdict,
-    json_flag_problems,
-    looks_like_hf,
-    looks_like_modelscope,
+)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import (
+    env_problems,
     model_dir_problems,
-    ms_revision_verdict,
+    port_problems,
     value_problems,
 )
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.json_flags import json_flag_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.secret_checks import secret_problems
 
 PUBLIC = {"hf": "https://huggingface.co", "modelscope": "https://www.modelscope.cn"}
 

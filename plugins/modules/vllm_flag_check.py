@@ -211,11 +211,10 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.image_checks import head_size_problem, model_head_dim
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import env_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.json_flags import (
     JSON_FLAGS,
-    env_problems,
-    head_size_problem,
-    model_head_dim,
     json_argv_problems,
     json_flags_from_help,
 )
