@@ -12,16 +12,15 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnostics import (
-    classify,
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnose_evidence import (
     container_facts,
     container_facts_json,
-    parse_df,
     context_from_plan,
     diagnose_replica,
-    format_report,
+    parse_df,
     replica_names,
 )
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnostics import classify, format_report
 
 
 def diagnose_logs(text, context=None):
