@@ -98,7 +98,7 @@ def test_the_signatures_are_plain_data():
             ast.literal_eval(node.value)  # raises on anything but literals
 
 
-@pytest.mark.parametrize("name", ["gpu_probe", "gpu_nvml", "gpu_links"])
+@pytest.mark.parametrize("name", ["gpu_probe", "smi_output", "gpu_nvml", "gpu_links"])
 def test_the_host_side_gpu_readers_import_nothing_controller_side(name):
     with open(os.path.join(MODULE_UTILS, "gpu", name + ".py")) as fh:
         tree = ast.parse(fh.read())
@@ -111,13 +111,13 @@ def test_the_host_side_gpu_readers_import_nothing_controller_side(name):
 
 
 def test_old_names_stay_importable_where_they_were():
-    from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import gpu_probe, topology
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import gpu_probe, smi_output, topology
     from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import diagnose_signatures, diagnostics
     from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import fetch_place, hub_fetch
 
     assert diagnostics.SIGNATURES is diagnose_signatures.SIGNATURES
     assert hub_fetch.FetchError is fetch_place.FetchError and hub_fetch.place is fetch_place.place
-    assert topology.parse_topo_matrix is gpu_probe.parse_topo_matrix
+    assert topology.parse_topo_matrix is smi_output.parse_topo_matrix
     assert topology.collect_gpu_facts is gpu_probe.collect_gpu_facts
 
 
