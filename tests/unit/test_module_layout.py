@@ -17,12 +17,22 @@ MODULE_UTILS = os.path.join(PLUGINS, "module_utils")
 PLUGIN_UTILS = os.path.join(PLUGINS, "plugin_utils")
 MODULE_UTILS_ROOMS = {"checks", "gpu", "host_agent", "serving", "weights"}
 PLUGIN_UTILS_ROOMS = {"fleet", "planner"}
-MAX_FILE_LINES = 600
-MAX_FUNCTION_LINES = 80
+MAX_FILE_LINES = 450
+MAX_FUNCTION_LINES = 60
 
-# Exceptions, each with its reason (none).
-KNOWN_LONG_FILES = set()
-KNOWN_LONG = set()
+# Exceptions, each with its reason. All are in the planner, which was being reshaped (issue 38 items 5 and 6)
+# when the limits came down from 600 / 80; each goes once its file or function is split.
+KNOWN_LONG_FILES = {
+    "plugin_utils/planner/planner.py",  # 588 lines: the memory model's notes, the layout search and plan()
+}
+KNOWN_LONG = {
+    ("plugin_utils/planner/suggestions.py", "suggest"),  # 77 lines: eight kinds of suggestion in one function
+    ("plugin_utils/planner/manual_kv.py", "plan_by_hand"),  # 75 lines: the whole plan of a model sized by hand
+    ("plugin_utils/planner/planner.py", "plan"),  # 74 lines: features, the layout search and the plan document
+    ("plugin_utils/planner/planner.py", "_plan_gpu"),  # 72 lines: one GPU layout's memory and limits
+    ("plugin_utils/planner/vllm_bootlog.py", "parse_boot_log"),  # 70 lines: every value a boot log may hold
+    ("plugin_utils/planner/hosts.py", "_plan_hosts"),  # 64 lines: TP inside each host, PP across them
+}
 
 
 def python_files():
@@ -83,6 +93,26 @@ def test_no_function_is_over_the_line_limit():
                 if lines > MAX_FUNCTION_LINES:
                     long["%s:%s" % (where, node.name)] = lines
     assert long == {}
+
+
+def test_each_exemption_is_still_needed():
+    """An exemption whose file or function is back under the limit goes, so that the limit holds for it again."""
+    fine = []
+    for where in KNOWN_LONG_FILES:
+        with open(os.path.join(PLUGINS, where)) as fh:
+            if len(fh.read().splitlines()) <= MAX_FILE_LINES:
+                fine.append(where)
+    lengths = {}
+    for where, _name in KNOWN_LONG:
+        path = os.path.join(PLUGINS, where)
+        if os.path.isfile(path):
+            with open(path) as fh:
+                for node in ast.walk(ast.parse(fh.read())):
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        key = (where, node.name)
+                        lengths[key] = max(lengths.get(key, 0), node.end_lineno - node.lineno + 1)
+    fine += ["%s:%s" % key for key in KNOWN_LONG if lengths.get(key, 0) <= MAX_FUNCTION_LINES]
+    assert sorted(fine) == [], "remove these from KNOWN_LONG_FILES / KNOWN_LONG"
 
 
 def test_the_signatures_are_plain_data():
