@@ -24,7 +24,7 @@ def stats(**counters):
 
 def summarize(events, rc=2, **kw):
     return run_summary.build_summary(events, status="failed" if rc else "successful", rc=rc, elapsed_s=12.3456,
-                                playbook="/c/playbooks/serve.yml", artifacts_dir=None, **kw)
+                                     playbook="/c/playbooks/serve.yml", artifacts_dir=None, **kw)
 
 
 def test_summary_counts_each_host_and_lists_the_failed_task_with_its_role_and_message():

@@ -16,4 +16,3 @@ def test_parse_extra_var_forms(tmp_path):
         runner.parse_extra_var("justaword")
     with pytest.raises(ValueError, match="cannot read"):
         runner.parse_extra_var(f"@{tmp_path}/missing.yml")
-

@@ -107,4 +107,3 @@ def test_ee_run_copies_a_playbook_of_its_own_and_uses_podman_when_asked(tmp_path
     assert record.kwargs["cmdline"] == "-i localhost,"
     assert set(record.kwargs["envvars"]) <= {"ANSIBLE_CONFIG", "ANSIBLE_NOCOLOR"}
     capsys.readouterr()
-
