@@ -126,8 +126,7 @@ def local_copy(src, staging, paths):
 def extract_archive(archive, staging):
     with tarfile.open(archive) as tf:
         members = tf.getmembers()
-        bad = [m.name for m in members
-               if not W.safe_member(m.name, "file" if m.isfile() else "dir" if m.isdir() else "other")]
+        bad = W.refused_members(members)
         if bad:
             raise FetchError("archive %s has members that may not be extracted (links, devices or paths leaving "
                              "the directory): %s" % (archive, ", ".join(bad[:5])))

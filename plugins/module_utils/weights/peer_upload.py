@@ -73,8 +73,7 @@ def archive_manifest(path):
         raise ManifestError("%s is not a readable tar archive: %s" % (path, exc))
     with tf:
         members = tf.getmembers()
-        bad = [m.name for m in members
-               if not W.safe_member(m.name, "file" if m.isfile() else "dir" if m.isdir() else "other")]
+        bad = W.refused_members(members)
         if bad:
             raise ManifestError("archive %s has members that may not be extracted (links, devices or paths leaving "
                                 "the directory): %s" % (path, ", ".join(bad[:5])))

@@ -335,6 +335,12 @@ def safe_member(name, kind):
     return not (name.startswith("/") or norm == ".." or norm.startswith("../") or "/../" in "/" + name + "/")
 
 
+def refused_members(members):
+    """The names of the archive's members (tarfile.TarInfo) that may not be extracted (safe_member), in order."""
+    return [m.name for m in members
+            if not safe_member(m.name, "file" if m.isfile() else "dir" if m.isdir() else "other")]
+
+
 def strip_archive_root(names):
     """When every member sits under one top directory (model/...), that prefix, else ''."""
     tops = set(n.split("/", 1)[0] for n in names if n and n != ".")

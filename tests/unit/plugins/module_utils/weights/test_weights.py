@@ -3,6 +3,7 @@ import hashlib
 import json
 import os
 import struct
+import tarfile
 
 import pytest
 
@@ -181,6 +182,18 @@ def test_archive_members():
     assert not W.safe_member("model/link", "other")
     assert W.strip_archive_root(["m", "m/config.json", "m/a/b"]) == "m/"
     assert W.strip_archive_root(["config.json", "tokenizer.json"]) == ""
+
+
+def test_refused_members_are_named_in_archive_order():
+    def member(name, kind):
+        info = tarfile.TarInfo(name)
+        info.type = kind
+        return info
+
+    members = [member("m", tarfile.DIRTYPE), member("m/config.json", tarfile.REGTYPE),
+               member("m/evil", tarfile.SYMTYPE), member("../up.txt", tarfile.REGTYPE)]
+    assert W.refused_members(members) == ["m/evil", "../up.txt"]
+    assert W.refused_members(members[:2]) == []
 
 
 def test_bookkeeping_is_never_part_of_the_model():
