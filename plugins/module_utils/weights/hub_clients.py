@@ -125,16 +125,11 @@ def local_copy(src, staging, paths):
 
 def extract_archive(archive, staging):
     with tarfile.open(archive) as tf:
-        members = tf.getmembers()
-        bad = W.refused_members(members)
-        if bad:
-            raise FetchError("archive %s has members that may not be extracted (links, devices or paths leaving "
-                             "the directory): %s" % (archive, ", ".join(bad[:5])))
-        prefix = W.strip_archive_root([m.name.rstrip("/") for m in members])
-        for m in members:
-            if not m.isfile():
-                continue
-            rel = m.name[len(prefix):] if prefix else m.name
+        try:
+            files = W.archive_files(tf.getmembers(), archive)
+        except ValueError as exc:
+            raise FetchError(str(exc))
+        for m, rel in files:
             dst = os.path.join(staging, rel)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             src = tf.extractfile(m)

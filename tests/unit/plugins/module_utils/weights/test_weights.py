@@ -184,16 +184,19 @@ def test_archive_members():
     assert W.strip_archive_root(["config.json", "tokenizer.json"]) == ""
 
 
-def test_refused_members_are_named_in_archive_order():
+def test_archive_files_are_the_regular_members_below_the_top_directory():
     def member(name, kind):
         info = tarfile.TarInfo(name)
         info.type = kind
         return info
 
     members = [member("m", tarfile.DIRTYPE), member("m/config.json", tarfile.REGTYPE),
-               member("m/evil", tarfile.SYMTYPE), member("../up.txt", tarfile.REGTYPE)]
-    assert W.refused_members(members) == ["m/evil", "../up.txt"]
-    assert W.refused_members(members[:2]) == []
+               member("m/sub/model.safetensors", tarfile.REGTYPE)]
+    assert [(m.name, rel) for m, rel in W.archive_files(members, "a.tar")] == [
+        ("m/config.json", "config.json"), ("m/sub/model.safetensors", "sub/model.safetensors")]
+    refused = members + [member("m/evil", tarfile.SYMTYPE), member("../up.txt", tarfile.REGTYPE)]
+    with pytest.raises(ValueError, match=r"archive a.tar has members that may not be extracted .*: m/evil, ../up.txt"):
+        W.archive_files(refused, "a.tar")
 
 
 def test_bookkeeping_is_never_part_of_the_model():
