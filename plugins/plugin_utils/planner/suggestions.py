@@ -71,8 +71,10 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
                                         "the GPU)." % u})
                     break
     else:
-        lay = failed["kv_cache_layout"]
-        need = P.blocks_per_request(lay, inputs["max_model_len"]) * lay["page_bytes"] * lay["group_size"]
+        # the failed plan's layout (its kv_cache_layout fact is plain data)
+        lay = P.layout_for(profile, 1, inputs["features"], inputs["kv_cache_dtype"], inputs["objective"],
+                           inputs.get("hybrid_manager"), inputs.get("vllm_version"), block_size="cpu")
+        need = P.blocks_per_request(lay, inputs["max_model_len"]) * lay.page_bytes * lay.group_size
         out.append({"set": {"kv_cache_memory_bytes": need},
                     "text": "Give the CPU engine at least %d bytes of KV cache (--kv-cache-memory-bytes)." % need})
     # 4. when no single knob is enough: all of them at once
