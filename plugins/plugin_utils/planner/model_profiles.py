@@ -30,8 +30,8 @@ import os
 import re
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engine_memory, model_arch
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.kv_specs import (
-    KVSpecError, attention_layers, state_layers)
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import KVSpecError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layer_specs import attention_layers, state_layers
 
 DTYPE_BYTES = {
     "float32": 4, "float": 4, "fp32": 4,

@@ -22,7 +22,7 @@ stage holds the token embeddings, the last the LM head (a tied head is loaded ag
 from __future__ import annotations
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engine_memory as EM
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import kv_specs as K
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import layer_specs as LS
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 
 # Hosts a plan may span (vLLM itself has no limit; a bound keeps the search and the suggestions short).
@@ -133,8 +133,8 @@ def stage_arch(arch, start, end):
     a = dict(arch)
     a["num_layers"] = end - start
     a["layer_counts"] = counts
-    a["full_attention_layers"] = K.attention_layers(counts)
-    a["linear_attention_layers"] = K.state_layers(counts)
+    a["full_attention_layers"] = LS.attention_layers(counts)
+    a["linear_attention_layers"] = LS.state_layers(counts)
     a["windows"] = {k: w for k, w in (arch.get("windows") or {}).items() if counts.get(k)}
     sizes = arch.get("moe_sizes")
     if arch.get("moe") and sizes:

@@ -1,14 +1,12 @@
 """kv_specs / model_arch: vLLM's per-layer KV arithmetic for the layer kinds the GPU captures do not cover
 (Mamba2, chunked local attention, short conv, TP replication) and the refusals."""
 import copy
-import dataclasses
 import json
 import os
 
 import pytest
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import kv_specs as K
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import model_arch
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import model_profiles as M
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
 
@@ -58,13 +56,6 @@ def test_short_conv_prefix_caching_runs_align_mode():
     lay = P.kv_layout(M.normalize_config(config("LiquidAI--LFM2-700M")), 1, prefix_caching=True)
     assert lay.mamba_cache_mode == "align" and lay.block_size == 16
     assert P.blocks_per_request(lay, 32768) == 2048 + lay.state_groups * 2
-
-
-def test_mamba2_groups_are_replicated_when_tp_does_not_divide_them():
-    a = M.normalize_config(dict(NEMOTRON_NANO_9B, n_groups=1))
-    # TP 2: one group is replicated to 2 (extra_groups_for_head_shards), conv channels (10240 + 2 x 2 x 128) / 2
-    spec = K.Mamba2StateSpec.from_arch(a, 2, None)
-    assert spec.page_size_bytes == (10240 + 4 * 128) // 2 * 3 * 2 + 64 * 80 * 128 * 4
 
 
 def test_kv_heads_are_replicated_past_tp_and_mla_is_never_divided():
@@ -173,92 +164,6 @@ def test_an_lfm2_config_without_its_layer_list_is_refused():
     cfg = {k: v for k, v in config("LiquidAI--LFM2-700M").items() if k != "full_attn_idxs"}
     with pytest.raises(M.NotModelledError, match="full_attn_idxs"):
         M.normalize_config(cfg)
-
-
-# Each kind's page and blocks per request against hand-computed values of vLLM's formulas
-# (vllm/v1/kv_cache_interface.py: page_size_bytes and max_memory_usage_bytes / page_size_bytes).
-
-def test_full_attention_page_and_blocks():
-    llama = M.normalize_config(config("meta-llama--Llama-3.1-8B-Instruct"))  # 8 KV heads x 128, bf16
-    spec = K.FullAttentionSpec.from_arch(llama, 2, 2)
-    assert spec.page_size_bytes == 2 * 1 * 4 * 128 * 2 == 2048  # block 1: 2 (K, V) x 8 // 2 heads x 128 x 2 B
-    big = dataclasses.replace(spec, block_size=16)
-    assert big.page_size_bytes == 2 * 16 * 4 * 128 * 2 == 32768
-    assert big.blocks_per_request(131072, 8192) == 8192 and big.blocks_per_request(1000, 8192) == 63
-    # KV heads are replicated past TP: 8 heads on TP 16 keep one head per GPU
-    assert K.FullAttentionSpec.from_arch(llama, 16, 2).num_kv_heads == 1
-
-
-def test_sliding_window_page_and_blocks():
-    gemma = M.normalize_config(config("google--gemma-3-1b-it"))  # 1 KV head x 256, window 512
-    spec = dataclasses.replace(K.SlidingWindowSpec.from_arch(gemma, 1, 2), block_size=16)
-    assert spec.window == 512 and spec.page_size_bytes == 2 * 16 * 1 * 256 * 2 == 16384
-    # cdiv(min(512 - 1 + 8192, 32768), 16) + 1 = cdiv(8703, 16) + 1
-    assert spec.blocks_per_request(32768, 8192) == 544 + 1
-    assert spec.blocks_per_request(4096, 8192) == 256 + 1  # the whole context is shorter than window + batch
-
-
-def test_chunked_local_attention_page_and_blocks():
-    arch = {"num_kv_heads": 8, "head_dim": 128, "windows": {"chunked": 8192}}
-    spec = dataclasses.replace(K.ChunkedLocalAttentionSpec.from_arch(arch, 1, 2), block_size=16)
-    assert spec.page_size_bytes == 2 * 16 * 8 * 128 * 2
-    assert spec.blocks_per_request(131072, 2048) == (8192 + 2048) // 16 == 640  # no + 1: chunks start on a block
-    assert spec.blocks_per_request(4096, 2048) == 256
-    assert not spec.hybrid_manager_default
-
-
-def test_mla_page_is_one_latent_on_every_rank():
-    ds = M.normalize_config(config("deepseek-ai--DeepSeek-V2-Lite"))  # kv_lora_rank 512 + rope 64
-    for tp in (1, 8):
-        spec = dataclasses.replace(K.MLAAttentionSpec.from_arch(ds, tp, 2), block_size=16)
-        assert spec.page_size_bytes == 16 * (512 + 64) * 2 == 18432
-    assert spec.blocks_per_request(32768, 2048) == 2048
-    assert spec.cpu_block_size == 16 and K.FullAttentionSpec.cpu_block_size == 128
-
-
-def test_mamba2_state_page_and_blocks_per_cache_mode():
-    a = M.normalize_config(NEMOTRON_NANO_9B)
-    # TP 2, one speculative token: conv (10240 + 2 x 8 x 128) / 2 x (4 - 1 + 1) x 2 B + 128 / 2 x 80 x 128 x 4 B
-    spec = K.Mamba2StateSpec.from_arch(a, 2, None, spec_tokens=1)
-    assert spec.page_size_bytes == 6144 * 4 * 2 + 64 * 80 * 128 * 4 == 2670592
-    assert dataclasses.replace(spec, block_size=4096).page_size_bytes == spec.page_size_bytes  # whatever the block
-    blocks = {mode: dataclasses.replace(spec, block_size=2048, mamba_cache_mode=mode, num_speculative_blocks=1)
-              .blocks_per_request(131072, 8192) for mode in ("none", "align", "all")}
-    assert blocks == {"none": 1 + 1, "align": 2 + 1, "all": 131072 // 2048 + 1}
-    # TP 3: the 8 groups are replicated to 3, and 10240 + 2 x 3 x 128 = 11008 channels do not split three ways
-    with pytest.raises(K.KVSpecError, match="does not divide the 11008 Mamba2 conv channels"):
-        K.Mamba2StateSpec.from_arch(a, 3, None)
-
-
-def test_gdn_state_page():
-    arch = {"dtype_bytes": 2, "linear_attention": {"num_key_heads": 16, "num_value_heads": 32, "key_head_dim": 128,
-                                                   "value_head_dim": 128, "conv_kernel": 4, "ssm_dtype_bytes": 4}}
-    # TP 2: conv (2 x 16 x 128 + 32 x 128) / 2 x (4 - 1) x 2 B + 32 / 2 x 128 x 128 x 4 B
-    spec = K.GDNStateSpec.from_arch(arch, 2, None)
-    assert spec.page_size_bytes == 4096 * 3 * 2 + 16 * 128 * 128 * 4 == 1073152
-    assert spec.blocks_per_request(32768, 8192) == 1
-
-
-def test_short_conv_state_page():
-    a = M.normalize_config(config("LiquidAI--LFM2-700M"))  # conv_dim 1536, L_cache 3, bf16
-    assert K.ShortConvStateSpec.from_arch(a, 1, None).page_size_bytes == 1536 * 2 * 2 == 6144
-    assert K.ShortConvStateSpec.from_arch(a, 2, None, spec_tokens=1).page_size_bytes == 768 * 3 * 2 == 4608
-
-
-def _kinds_model_arch_emits():
-    """Every kind model_arch.py emits: its spelling tables, MLA, and the kinds the fixture configs read as."""
-    kinds = set(model_arch._LAYER_TYPE_KIND.values()) | set(model_arch._PATTERN_KIND.values())  # pylint: disable=protected-access
-    kinds |= set(model_arch.count_kinds(["full", "sliding"], mla=True, parallel_mamba=True))
-    for name in os.listdir(os.path.join(ROOT, "tests", "fixtures", "model_configs")):
-        if name.endswith(".json"):
-            kinds |= set(M.normalize_config(config(name[:-len(".json")]))["layer_counts"])
-    return kinds - {None}
-
-
-def test_the_registry_covers_every_kind_model_arch_emits():
-    assert _kinds_model_arch_emits() == set(K.LAYER_SPECS)
-    assert all(cls.kind == kind for kind, cls in K.LAYER_SPECS.items())
-    assert set(K.ATTENTION_KINDS) | set(K.STATE_KINDS) == set(K.LAYER_SPECS)
 
 
 def test_the_layout_fact_keeps_its_public_keys():
