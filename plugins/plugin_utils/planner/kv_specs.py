@@ -173,15 +173,12 @@ class KVLayout:  # pylint: disable=too-many-instance-attributes
         return state[0].blocks_per_request(max_model_len, max_model_len)
 
 
-def _layout_specs(arch, counts, tp, kvb, block, spec_tokens, mode):
-    """{kind: LayerSpec at the layout's block size} for every kind of ``counts``."""
-    out = {}
-    for kind in counts:
-        spec = LAYER_SPECS[kind].from_arch(arch, tp, kvb, spec_tokens)
-        if spec.holds_state:
-            spec = dataclasses.replace(spec, mamba_cache_mode=mode, num_speculative_blocks=spec_tokens)
-        out[kind] = dataclasses.replace(spec, block_size=block)
-    return out
+def _spec_at(cls, arch, tp, kvb, block, spec_tokens, mode):
+    """A kind's LayerSpec at the layout's block size (state specs with the mamba cache mode)."""
+    spec = cls.from_arch(arch, tp, kvb, spec_tokens)
+    if spec.holds_state:
+        spec = dataclasses.replace(spec, mamba_cache_mode=mode, num_speculative_blocks=spec_tokens)
+    return dataclasses.replace(spec, block_size=block)
 
 
 def build_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, spec_tokens=0, prefix_caching=False,
@@ -211,4 +208,4 @@ def build_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, spec_tokens=0, p
         num_speculative_tokens=spec_tokens, mamba_cache_mode=mode, state_page_bytes=raw,
         state_padding_pct=100.0 * (page - raw) / raw if raw else 0.0,
         state_blocks_per_request=((2 if prefix_caching else 1) + spec_tokens) if raw else 0,
-        specs=_layout_specs(arch, counts, tp, kvb, block, spec_tokens, mode))
+        specs={k: _spec_at(LAYER_SPECS[k], arch, tp, kvb, block, spec_tokens, mode) for k in counts})

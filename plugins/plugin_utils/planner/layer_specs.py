@@ -265,12 +265,12 @@ STATE_KINDS = tuple(k for k, cls in LAYER_SPECS.items() if cls.holds_state)
 
 
 def attention_layers(counts):
-    """Attention layers (any attention kind) in {kind: layers}."""
+    """Attention layers, all attention kinds together, of a {kind: layers} count."""
     return sum(n for k, n in counts.items() if k in ATTENTION_KINDS)
 
 
 def state_layers(counts):
-    """State layers (Mamba2, GDN, short conv) in {kind: layers}."""
+    """State layers (Mamba2, GDN, short conv) of a {kind: layers} count."""
     return sum(n for k, n in counts.items() if k in STATE_KINDS)
 
 
