@@ -176,4 +176,3 @@ def annotate_gpu_facts(facts, catalogue):
                 g["memory_reserved_mib"] = e["reserved_mib"]
         out["gpus"].append(g)
     return out
-

@@ -95,5 +95,3 @@ def test_describe_unpinned_allowed_runs_the_tag():
 def test_describe_refuses_unpinned_by_default():
     with pytest.raises(ImageRefError, match="not pinned"):
         image_ref.describe("127.0.0.1:5000/t/img:v2")
-
-
