@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters that turn collected evidence into diagnoses (controller side; logic in module_utils.diagnostics)."""
+"""Filters that turn collected evidence into diagnoses (controller side; logic in module_utils.host_agent.diagnose_evidence)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,26 +13,12 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnose_evidence import (
-    container_facts,
     container_facts_json,
     context_from_plan,
     diagnose_replica,
     parse_df,
     replica_names,
 )
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnostics import classify, format_report
-
-
-def diagnose_logs(text, context=None):
-    if text is None:
-        return []
-    if not isinstance(text, (str, list, tuple)):
-        raise AnsibleFilterError("diagnose_logs expects log text or a list of lines, got %s" % type(text).__name__)
-    return classify(list(text) if isinstance(text, (list, tuple)) else text, context or {})
-
-
-def diagnose_report(findings, title=None, raw_lines=None, raw_limit=40):
-    return format_report(findings or [], title=title, raw_lines=raw_lines, raw_limit=int(raw_limit))
 
 
 def _diagnose_replica(evidence, context=None, raw_limit=40):
@@ -44,11 +30,8 @@ def _diagnose_replica(evidence, context=None, raw_limit=40):
 class FilterModule(object):
     def filters(self):
         return {
-            "diagnose_logs": diagnose_logs,
-            "diagnose_report": diagnose_report,
             "diagnose_replica": _diagnose_replica,
             "diagnose_context_from_plan": context_from_plan,
-            "diagnose_container_facts": container_facts,
             "diagnose_replica_names": replica_names,
             "diagnose_container_facts_json": container_facts_json,
             "diagnose_df": parse_df,

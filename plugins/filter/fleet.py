@@ -33,13 +33,9 @@ def haproxy_servers(text, backend):
         raise AnsibleFilterError("haproxy_servers: %s" % exc)
 
 
-def fleet_server_name(host, replica):
-    """The balancer's name for one replica: <host>-<replica>."""
-    return fleet.server_name(host, replica)
-
-
 def fleet_server_name_for(replica, host):
-    """Same as fleet_server_name, replica first (for map('llmfleet.vllm.fleet_server_name_for', host))."""
+    """The balancer's name for one replica, <host>-<replica>; replica first, for
+    map('llmfleet.vllm.fleet_server_name_for', host)."""
     return fleet.server_name(host, replica)
 
 
@@ -84,7 +80,6 @@ class FilterModule(object):
             "fleet_backends": fleet_backends,
             "prometheus_vllm_targets": prometheus_vllm_targets,
             "haproxy_servers": haproxy_servers,
-            "fleet_server_name": fleet_server_name,
             "fleet_address_port": fleet_address_port,
             "fleet_server_name_for": fleet_server_name_for,
             "address_scope": llmfleet_address_scope,

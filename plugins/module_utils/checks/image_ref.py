@@ -125,14 +125,6 @@ def mirror(ref, mirror_host):
     return out
 
 
-def by_digest(ref):
-    """The exact, immutable form to run: repository@sha256:digest (the tag dropped). Requires a digest."""
-    parts = parse(ref)
-    if not parts["digest"]:
-        raise ImageRefError("the image %s has no digest, so it has no by-digest form" % ref)
-    return "%s@%s" % (parts["repository"], parts["digest"])
-
-
 def describe(ref, mirror_host="", allow_unpinned=False):
     """Everything a role needs about ref in one dict (for the image_ref filter).
 

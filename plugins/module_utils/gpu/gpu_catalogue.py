@@ -176,15 +176,3 @@ def annotate_gpu_facts(facts, catalogue):
                 g["memory_reserved_mib"] = e["reserved_mib"]
         out["gpus"].append(g)
     return out
-
-
-def catalogue_table(catalogue):
-    """Markdown table of the catalogue (docs)."""
-    rows = ["| GPU | nvidia-smi name | memory (MiB) | compute capability | FP8 | interconnect |",
-            "|---|---|---|---|---|---|"]
-    for c in names(catalogue):
-        e = catalogue[c]
-        ic = e["interconnect"] + (" (NV%d)" % e["nvlinks"] if e.get("nvlinks") else "")
-        rows.append("| %s | %s | %d | %s | %s | %s |" % (c, e["smi_names"][0], e["memory_mib"],
-                                                         e["compute_capability"], "yes" if e["fp8"] else "no", ic))
-    return "\n".join(rows)

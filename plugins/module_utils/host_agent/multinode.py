@@ -235,25 +235,6 @@ def rank_env(layout, interface="", accelerator="gpu"):
     return env
 
 
-def rank_unit(replica_name, layout):
-    """Names of this rank's unit and container, and whether it serves the API (and so is health-gated and a
-    balancer member). The leader keeps the single-host names, so a host that joins or leaves a group keeps them."""
-    name = str(replica_name)
-    return {
-        "unit": "llmfleet-vllm@%s.service" % name,
-        "container": "llmfleet-vllm-%s" % name,
-        "serves_api": bool(layout.get("is_leader", True)),
-        "node_rank": int(layout.get("node_rank", 0)),
-    }
-
-
-def restart_order(layout):
-    """Hosts in the order a group (re)starts: the headless ranks first (they wait for the master), the leader last,
-    whose health gate passes only once every rank has joined."""
-    hosts = list(layout.get("hosts") or [])
-    return hosts[1:] + hosts[:1]
-
-
 def plan_sizes(layout, plan):
     """(tensor_parallel_size, pipeline_parallel_size) from the plan when it was made for this many hosts
     (its ``nodes``), else (None, None): the host count is then the pipeline size."""

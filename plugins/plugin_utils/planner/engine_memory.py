@@ -23,7 +23,7 @@ eight public architectures):
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import GIB, MIB
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import MIB
 
 # Sampler: 1024 rows x vocab at 14.7-15.2 bytes an element where the sampler peaks (gemma-3-1b at 2048 and 16384
 # batched tokens, gpt-oss-20b at 4096 and 16384, gemma-2-9b): bf16 logits, their fp32 copy, the top-k/top-p sort

@@ -95,9 +95,3 @@ def test_describe_unpinned_allowed_runs_the_tag():
 def test_describe_refuses_unpinned_by_default():
     with pytest.raises(ImageRefError, match="not pinned"):
         image_ref.describe("127.0.0.1:5000/t/img:v2")
-
-
-def test_by_digest_drops_the_tag():
-    assert image_ref.by_digest("a.io/b/c:v1@" + D) == "a.io/b/c@" + D
-    with pytest.raises(ImageRefError):
-        image_ref.by_digest("a.io/b/c:v1")

@@ -13,11 +13,9 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.multinode
     group_problems,
     rank_args,
     rank_env,
-    rank_unit,
     ray_commands,
     ray_problems,
     ray_worker_argv,
-    restart_order,
     single_layout,
     watch_verdict,
 )
@@ -74,7 +72,7 @@ def test_single_host_adds_nothing():
     assert rank_args(layout, accelerator="cpu") == {}
     assert rank_env(layout, "eth0") == {}
     assert group_problems(layout, [{"name": "0"}, {"name": "1"}], {"nnodes": 2}) == []
-    assert rank_unit("0", layout)["serves_api"] is True
+    assert layout.get("is_leader", True) is True
 
 
 def test_env_sets_host_ip_and_socket_interfaces():
@@ -84,15 +82,9 @@ def test_env_sets_host_ip_and_socket_interfaces():
     assert rank_env(group_layout(HOSTS, "gpu-b", ADDR), "", "cpu")["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
 
 
-def test_only_the_leader_serves_the_api_and_names_stay_those_of_a_single_host():
-    assert rank_unit("0", group_layout(HOSTS, "gpu-a", ADDR)) == {
-        "unit": "llmfleet-vllm@0.service", "container": "llmfleet-vllm-0", "serves_api": True, "node_rank": 0}
-    assert rank_unit("0", group_layout(HOSTS, "gpu-b", ADDR))["serves_api"] is False
-
-
-def test_restart_order_starts_headless_ranks_before_the_leader():
-    assert restart_order(group_layout(["a", "b", "c"], "b", {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"})) \
-        == ["b", "c", "a"]
+def test_only_the_leader_serves_the_api():
+    assert group_layout(HOSTS, "gpu-a", ADDR)["is_leader"] is True
+    assert group_layout(HOSTS, "gpu-b", ADDR)["is_leader"] is False
 
 
 def test_ray_alternative_leader_runs_vllm_workers_run_ray():
