@@ -402,3 +402,24 @@ def _result(host, problems, one_model=False):
     return dict(fits=not problems, instances=instances, gpus=gpus, problems=problems,
                 start_order=[i["instance"] for i in instances], budget=host.budget,
                 cuda_context_headroom_bytes=host.headroom)
+
+
+PLACEMENT_HEADER = ("| hardware | GPUs | model | instance | share | gpu_memory_utilization | --kv-cache-memory-bytes "
+                    "| KV cache (tokens) | max concurrency @ context | starts after |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|")
+
+
+def placement_rows(hardware, result):
+    """The placement as Markdown table rows (PLACEMENT_HEADER), one per instance; then one row per refusal."""
+    rows = []
+    for i in result["instances"]:
+        rows.append("| %s | %s (TP%d) | %s%s | %s | %s | %.4f | %s (%.2f GiB) | %s | %.2f @ %d | %s |" % (
+            hardware, ",".join(map(str, i["gpus"])), i["tensor_parallel_size"], i["model"],
+            " (pooling)" if i["runner"] == "pooling" else "", i["instance"],
+            "%.2f" % i["share"] if i["shared"] else "whole", i["gpu_memory_utilization"],
+            "{:,}".format(i["kv_cache_memory_bytes"]), i["kv_cache_memory_bytes"] / float(GIB),
+            "{:,}".format(i["kv_cache_tokens"]), i["max_concurrency"], i["max_model_len"],
+            ", ".join(i["start_after"]) or "-"))
+    for text in result["problems"]:
+        rows.append("| %s | - | refused | - | - | - | - | - | - | %s |" % (hardware, text.replace("|", "/")))
+    return rows
