@@ -21,9 +21,9 @@ description:
     plans with its share less a per-process CUDA-context headroom (1 GiB) and gets C(kv_cache_memory_bytes)
     (vLLM's --kv-cache-memory-bytes); co-tenants start one after another (C(start_after))."
   - One entry without gpus or gpu_share is planned as a one-model host is today (one llmfleet.vllm.vllm_plan).
-  - A list that does not fit is returned with C(placement.fits) false and C(placement.problems), each naming the
+  - "A list that does not fit is returned with C(placement.fits) false and C(placement.problems), each naming the
     model, by how much it misses, and what would fit (the planner's suggestions: a shorter context, a smaller
-    checkpoint of the family; fewer replicas; a host with room).
+    checkpoint of the family; fewer replicas; a host with room)."
   - Runs on the Ansible controller (action plugin); touches no host.
 options:
   models:
