@@ -119,9 +119,9 @@ def _value_problems(where, entry, shorthand):
     out = []
     name = entry.get("name")
     if isinstance(name, str) and not shorthand and not re.match(NAME_PATTERN, name):
+        example = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:64] or "m"
         out.append("%s: name %r cannot be a systemd unit instance and HAProxy map key; use letters, digits, '.', '_' "
-                   "and '-' (pattern %s), e.g. %r." % (where, name, NAME_PATTERN,
-                                                     re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:64] or "m"))
+                   "and '-' (pattern %s), e.g. %r." % (where, name, NAME_PATTERN, example))
     for key, minimum in (("replicas", 0), ("tensor_parallel_size", 0), ("max_model_len", 0)):
         if key in entry and _whole(entry[key], minimum) is None:
             out.append("%s: %s must be a whole number (0: the plan chooses), got %r." % (where, key, entry[key]))
@@ -183,9 +183,9 @@ def _list_problems(entries, wheres):
             content = (entry.get("model"), entry.get("revision") or "")
             first = dirs.setdefault(str(wdir).rstrip("/"), (where, content))
             if first[1] != content:
-                out.append("%s: weights_dir %s is also where %s writes %s%s; give this entry its own weights_dir (or the "
-                           "same model and revision)." % (where, wdir, first[0], first[1][0],
-                                                         "@" + first[1][1] if first[1][1] else ""))
+                other = first[1][0] + ("@" + first[1][1] if first[1][1] else "")
+                out.append("%s: weights_dir %s is also where %s writes %s; give this entry its own weights_dir (or the "
+                           "same model and revision)." % (where, wdir, first[0], other))
         gpus = entry.get("gpus")
         if isinstance(gpus, list) and all(_whole(g, 0) is not None for g in gpus):
             for g in set(int(g) for g in gpus):

@@ -281,11 +281,10 @@ def _refusal(host, entry, why, index, room=None):
     gpu0 = host.gpus[min(host.gpus)]
     budget = P.cuda_total_bytes(gpu0) * host.budget
     if need is not None:
+        has = "the most any GPU has left is" if room is None else "its gpu_share is"
         short = "as a co-tenant of one GPU it needs %.1f GiB (%.2f of a GPU's budget); %s %.1f GiB: short by " \
-                "%.1f GiB" % (need * budget / GIB, need,
-                                                 "the most any GPU has left is" if room is None else "its gpu_share is",
-                                                 best_room * budget / GIB,
-                                                 max(0.0, need - best_room) * budget / GIB)
+                "%.1f GiB" % (need * budget / GIB, need, has, best_room * budget / GIB,
+                              max(0.0, need - best_room) * budget / GIB)
     else:
         tp = int(entry.get("tensor_parallel_size") or 0) or _smallest_tp(host, entry)
         free = len(host.free())
