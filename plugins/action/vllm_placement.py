@@ -45,7 +45,10 @@ def _inputs(args, index, entry, profiles):
     var = "llmfleet_models[%d].args_extra" % index
     margs = dict(args, model=entry["model"], model_config=None, weights_bytes=None,
                  hub_revision=entry["revision"] or args.get("hub_revision"))
-    profile = _resolve_model(margs, profiles)
+    try:
+        profile = _resolve_model(margs, profiles)
+    except (ProfileError, H.HubMetadataError) as e:
+        raise PlanError("llmfleet_models[%d] (%s), model %s: %s" % (index, entry["name"], entry["model"], e))
     names = tuple(((profile or {}).get("serving") or {}).get("features") or {})
     given, features, hybrid, _notes = engine_overrides(entry["args_extra"], entry["env"], names, var=var)
     placed = sorted(set(given) & set(PLACED_INPUTS))

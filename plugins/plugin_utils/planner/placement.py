@@ -180,10 +180,17 @@ def _place_whole(host, entry):
             if tp > len(free):
                 break
             plan = host.plan(entry, free, tp)
-            if plan is not None and plan["fits"]:
-                host.add(entry, index, plan["replicas"][0], plan, 1.0, False)
-                placed = True
-                break
+            if plan is None or not plan["fits"]:
+                continue
+            # the planner groups free GPUs over PCIe when no island has tp of them free: not on a host with islands
+            apart = _island_problem(host, entry, plan["replicas"][0])
+            if apart:
+                host.errors[entry["name"]] = "the free GPUs %s make no TP%d group inside one island (%s)" % (
+                    free, tp, apart)
+                continue
+            host.add(entry, index, plan["replicas"][0], plan, 1.0, False)
+            placed = True
+            break
         if not placed:
             left.append(index)
     return left
@@ -287,14 +294,18 @@ def _refusal(host, entry, why, index, room=None):
                               max(0.0, need - best_room) * budget / GIB)
     else:
         tp = int(entry.get("tensor_parallel_size") or 0) or _smallest_tp(host, entry)
-        free = len(host.free())
-        short = "it needs %s whole GPUs per replica and %d %s free: short by %s" % (
-            tp or "more", free, "is" if free == 1 else "are",
-            "%d GPU%s" % (tp - free, "" if tp - free == 1 else "s") if tp else "a larger host")
+        free = host.free()
+        if tp and len(free) >= tp:
+            short = "it needs %d whole GPUs of one NVLink island (or NUMA node) per replica, and the free GPUs %s make " \
+                    "no such group" % (tp, free)
+        else:
+            short = "it needs %s whole GPUs per replica and %d %s free: short by %s" % (
+                tp or "more", len(free), "is" if len(free) == 1 else "are",
+                "%d GPU%s" % (tp - len(free), "" if tp - len(free) == 1 else "s") if tp else "a larger host")
     said = host.errors.get(entry["name"])
     text = "%s%s does not fit beside the other models: %s; %s%s." % (
         entry["name"], "" if index is None else " (replica %d)" % index, why, short,
-        " (the planner: %s)" % said if said else "")
+        " (%s)" % said if said else "")
     return text + " What would fit: " + " / ".join(_suggestions(host, entry, best_room, index)) + "."
 
 
@@ -350,7 +361,9 @@ def place(gpu_facts, entries, inputs, budget=P.DEFAULT_UTILIZATION, headroom=CUD
         _place_share(host, entry, problems)
     for entry, index in unplaced:
         if _pack(host, entry, index) is None:
-            problems.append(_refusal(host, entry, "no whole GPU is left for it%s" % (
+            free = host.free()
+            problems.append(_refusal(host, entry, "%s%s" % (
+                "the free GPUs %s do not hold it" % free if free else "no whole GPU is left for it",
                 "" if int(entry.get("tensor_parallel_size") or 1) == 1 else
                 " (tensor_parallel_size %d cannot share a GPU)" % entry["tensor_parallel_size"]), index))
     return _result(host, problems)

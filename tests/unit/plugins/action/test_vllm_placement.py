@@ -40,3 +40,8 @@ def test_an_entrys_args_extra_are_plan_inputs(tmp_path):
 def test_what_the_placement_decides_is_refused_in_args_extra(tmp_path, flag):
     with pytest.raises(PlanError, match=r"llmfleet_models\[3\]\.args_extra sets .* use the entry's tensor_parallel"):
         _inputs(ARGS, 3, entry(model_dir(tmp_path), args_extra={flag: 2}), _load_all([]))
+
+
+def test_a_model_that_cannot_be_read_names_its_entry(tmp_path):
+    with pytest.raises(PlanError, match=r"^llmfleet_models\[1\] \(llama\), model .*: unknown model .*not a path on the controller"):
+        _inputs(ARGS, 1, entry(str(tmp_path / "missing") + "/"), _load_all([]))

@@ -123,11 +123,10 @@ def test_gpu_shares_are_planned_at_their_share():
     assert r["gpus"][0]["tenants"] == []
 
 
-def _two_islands():
-    """8 GPUs of 80 GB: NVLink inside 0-3 and inside 4-7, PCIe across (SYS): two NVLink islands."""
+def _two_islands(memory_mib=81559):
+    """8 GPUs: NVLink inside 0-3 and inside 4-7, PCIe across (SYS): two NVLink islands."""
     links = {(a, b): ("NV4" if a // 4 == b // 4 else "SYS") for a in range(8) for b in range(8) if a != b}
-    return annotate_gpu_facts(gpu_facts_from_spec({"count": 8, "memory_mib": 81559, "name": "H100 SXM",
-                                                   "links": links}), CAT)
+    return annotate_gpu_facts(gpu_facts_from_spec({"count": 8, "memory_mib": memory_mib, "links": links}), CAT)
 
 
 def test_tp_groups_stay_inside_an_nvlink_island():
@@ -162,3 +161,45 @@ def test_one_model_is_planned_as_today():
     today = P.plan(hw, profile(LLAMA), max_model_len=32768, gpu_memory_utilization=0.9)
     assert [i["gpus"] for i in r["instances"]] == today["replicas"]
     assert r["instances"][0]["vllm_args"] == today["vllm_args"]  # no --kv-cache-memory-bytes added
+
+
+def test_free_gpus_split_over_two_islands_make_no_tp_group():
+    r = place(_two_islands(), [{"name": "a", "model": LLAMA, "gpus": [0, 1], "tensor_parallel_size": 2},
+                               {"name": "b", "model": LLAMA, "gpus": [4, 5], "tensor_parallel_size": 2},
+                               {"name": "big", "model": MIXTRAL, "tensor_parallel_size": 4}])
+    assert not r["fits"]
+    [text] = r["problems"]
+    assert text.startswith("big (replica 0) does not fit beside the other models: the free GPUs [2, 3, 6, 7] do not "
+                           "hold it (tensor_parallel_size 4 cannot share a GPU)")
+    assert "it needs 4 whole GPUs of one NVLink island (or NUMA node) per replica, and the free GPUs [2, 3, 6, 7] " \
+           "make no such group" in text
+
+
+def test_a_group_the_planner_would_lay_across_islands_is_refused():
+    # 40 GiB GPUs: Mixtral needs TP4; the free GPUs 2, 3, 6, 7 would make one only across the two islands
+    models = [{"name": "a", "model": LLAMA, "gpus": [0, 1], "tensor_parallel_size": 2},
+              {"name": "b", "model": LLAMA, "gpus": [4, 5], "tensor_parallel_size": 2},
+              {"name": "big", "model": MIXTRAL}]
+    r = place(_two_islands(40960), models)
+    assert not r["fits"]
+    assert "(the free GPUs [2, 3, 6, 7] make no TP4 group inside one island (big: gpus [2, 3, 6, 7] " \
+           "cross NVLink islands" in r["problems"][0]
+    assert by_instance(place(_two_islands(40960), models[2:]))["big-0"]["gpus"] == [0, 1, 2, 3]
+
+
+def _two_numa_nodes():
+    """4 PCIe GPUs of 16 GiB (too small for an 8B model alone): 0-1 on NUMA node 0, 2-3 on node 1 (SYS across)."""
+    links = {(a, b): ("PHB" if a // 2 == b // 2 else "SYS") for a in range(4) for b in range(4) if a != b}
+    hw = gpu_facts_from_spec({"count": 4, "memory_mib": 16384, "links": links})
+    for g in hw["gpus"]:
+        g["numa_node"] = g["index"] // 2
+    return annotate_gpu_facts(hw, CAT)
+
+
+def test_tp_groups_over_pcie_stay_inside_a_numa_node():
+    r = place(_two_numa_nodes(), [{"name": "a", "model": LLAMA, "max_model_len": 8192}], max_model_len=8192)
+    assert r["fits"], r["problems"]
+    assert [i["gpus"] for i in r["instances"]] in ([[0, 1], [2, 3]], [[0, 1]])
+    r = place(_two_numa_nodes(), [{"name": "a", "model": LLAMA, "gpus": [1, 2], "tensor_parallel_size": 2}],
+              max_model_len=8192)
+    assert "a: gpus [1, 2] span NUMA nodes (SYS links); pin a TP group inside one NUMA node." in r["problems"][0]
