@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import instance_name
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import TP_SIZES
@@ -104,15 +105,11 @@ class _Host:
 
     def add(self, entry, index, gpus, plan, share, shared):
         inst = dict(model=entry["name"], entry=entry, index=index, gpus=list(gpus), plan=plan, share=share,
-                    shared=shared, instance=_instance_name(entry, index))
+                    shared=shared, instance=instance_name(entry, index))
         self.instances.append(inst)
         for i in gpus:
             self.tenants[i].append(inst)
         return inst
-
-
-def _instance_name(entry, index):
-    return str(index) if entry.get("shorthand") else "%s-%d" % (entry["name"], index)
 
 
 def _replicas(entry):
