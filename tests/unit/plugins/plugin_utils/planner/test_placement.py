@@ -207,8 +207,8 @@ def test_tp_groups_over_pcie_stay_inside_a_numa_node():
 
 def test_the_one_model_shorthand_keeps_todays_replica_names():
     [entry] = model_list(None, {"llmfleet_model": LLAMA, "model_weights_dir": "/srv/models/llama"})["models"]
-    r = PL.place(facts("8x H100 SXM"), [entry], {"llama": {"profile": profile(LLAMA),
-                                                          "plan_args": {"max_model_len": 32768}}})
+    inputs = {"llama": {"profile": profile(LLAMA), "plan_args": {"max_model_len": 32768}}}
+    r = PL.place(facts("8x H100 SXM"), [entry], inputs)
     today = P.plan(facts("8x H100 SXM"), profile(LLAMA), max_model_len=32768)
     assert r["start_order"] == [str(i) for i in range(len(today["replicas"]))]
     assert all(i["start_after"] == [] for i in r["instances"])
