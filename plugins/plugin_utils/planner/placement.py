@@ -369,10 +369,13 @@ def place(gpu_facts, entries, inputs, budget=P.DEFAULT_UTILIZATION, headroom=CUD
 def _one_model(host, entry):
     """Today's one-model plan: one planner call over the whole host."""
     given = host.inputs[entry["name"]]
-    plan = P.plan(host.facts, given["profile"], gpu_memory_utilization=host.budget,
-                  tensor_parallel_size=entry.get("tensor_parallel_size") or None,
-                  replicas=entry.get("replicas") or None, alternatives=given.get("alternatives"),
-                  **given.get("plan_args", {}))
+    try:
+        plan = P.plan(host.facts, given["profile"], gpu_memory_utilization=host.budget,
+                      tensor_parallel_size=entry.get("tensor_parallel_size") or None,
+                      replicas=entry.get("replicas") or None, alternatives=given.get("alternatives"),
+                      **given.get("plan_args", {}))
+    except PlanError as exc:
+        return _result(host, ["%s does not fit: %s." % (entry["name"], exc)], one_model=True)
     problems = [] if plan["fits"] else ["%s does not fit: %s What would fit: %s." % (
         entry["name"], _why(plan), " / ".join(s["text"] for s in plan["suggestions"]) or "none found")]
     for index, group in enumerate(plan["replicas"] if plan["fits"] else []):

@@ -155,6 +155,11 @@ def test_pinned_gpus_outside_the_host_or_taken_are_refused():
     assert "b: gpus [0] are already taken by a-0" in r["problems"][0]
 
 
+def test_one_model_the_planner_refuses_is_a_problem_not_an_error():
+    r = place("2x RTX 4090", [{"name": "a", "model": LLAMA, "replicas": 3}])
+    assert r["problems"] == ["a does not fit: replicas 3 needs at least 3 usable GPUs; this host has 2."]
+
+
 def test_one_model_is_planned_as_today():
     hw = facts("8x H100 SXM")
     r = place(hw, [{"name": "a", "model": LLAMA}])
@@ -212,3 +217,27 @@ def test_the_one_model_shorthand_keeps_todays_replica_names():
     today = P.plan(facts("8x H100 SXM"), profile(LLAMA), max_model_len=32768)
     assert r["start_order"] == [str(i) for i in range(len(today["replicas"]))]
     assert all(i["start_after"] == [] for i in r["instances"])
+
+
+def test_a_model_too_large_for_its_share_is_offered_the_fp8_checkpoint_of_its_family():
+    profiles = M.load_profiles(os.path.join(ROOT, "profiles"))
+    entries = model_list([{"name": "qwen", "model": "Qwen/Qwen3.5-35B-A3B", "gpu_share": 0.6},
+                          {"name": "llama", "model": LLAMA, "gpu_share": 0.4}])["models"]
+    inputs = {"qwen": {"profile": profiles["Qwen/Qwen3.5-35B-A3B"], "plan_args": {"max_model_len": 32768},
+                       "alternatives": list(profiles.values())},
+              "llama": {"profile": profile(LLAMA), "plan_args": {"max_model_len": 32768}}}
+    r = PL.place(facts("1x H100 SXM"), entries, inputs)
+    [text] = r["problems"]
+    assert text.startswith("qwen (replica 0) does not fit beside the other models")
+    assert "its gpu_share is 42.8 GiB: short by" in text
+    assert "Serve Qwen/Qwen3.5-35B-A3B-FP8 instead" in text
+
+
+def test_replicas_that_do_not_all_fit_are_offered_fewer():
+    r = place("2x RTX 4090", [{"name": "a", "model": LLAMA, "replicas": 3, "max_model_len": 8192},
+                              {"name": "b", "model": QWEN, "max_model_len": 8192}])
+    assert [i["instance"] for i in r["instances"]] == ["a-0", "a-1"]
+    text = r["problems"][0]
+    assert text.startswith("a (replica 2) does not fit") and "replicas: 2 (that many fit beside the others)" in text
+    # b (3.2 GiB of weights) needs 0.30 of a GPU; each 8B replica needs 0.90 of its GPU and gives up none of it
+    assert r["problems"][1].startswith("b (replica 0) does not fit") and "needs 6.4 GiB (0.30" in r["problems"][1]
