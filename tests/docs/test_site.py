@@ -34,7 +34,7 @@ CHROMIUM = os.environ.get("LLMFLEET_CHROMIUM", "/usr/bin/chromium")
 # Without the background-networking flags Chromium keeps dialling Google's hosts, which this closed network refuses.
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-extensions", "--hide-scrollbars", "--window-size=1280,1600")
+                  "--disable-extensions", "--hide-scrollbars")
 
 
 class PageParts(HTMLParser):
@@ -128,13 +128,13 @@ def chromium():
     return run
 
 
-def open_page(chromium, site_url, page, screenshot, anchor=""):
-    """The page's DOM after Chromium loaded it, and its screenshot (at anchor) under tests/output/docs/."""
+def open_page(chromium, site_url, page, screenshot, height=1600):
+    """The page's DOM after Chromium loaded it, and its screenshot (the top, 1280 x height) under tests/output/docs/."""
     QuietRecordingHandler.served.clear()
     path = os.path.join(SCREENSHOTS, screenshot)
     if os.path.exists(path):
         os.remove(path)
-    chromium("--screenshot=" + path, site_url + page + anchor)
+    chromium("--window-size=1280,%d" % height, "--screenshot=" + path, site_url + page)
     assert os.path.getsize(path) > 10000, "screenshot of %s is empty" % page
     parts = PageParts()
     parts.feed(chromium("--dump-dom", site_url + page))
@@ -169,7 +169,7 @@ def test_front_page_lists_plugins_roles_and_guides(chromium, site_url):
 
 
 def test_vllm_plan_page_has_its_options_table(chromium, site_url):
-    page = open_page(chromium, site_url, "vllm_plan_module.html", "vllm_plan_module.png", "#parameters")
+    page = open_page(chromium, site_url, "vllm_plan_module.html", "vllm_plan_module.png", height=2800)
     assert page.option_tables, "no options table on the vllm_plan page"
     parameters = page.option_tables[0]
     expected = module_options("vllm_plan")
@@ -177,7 +177,7 @@ def test_vllm_plan_page_has_its_options_table(chromium, site_url):
 
 
 def test_vllm_server_role_page_has_its_options_table(chromium, site_url):
-    page = open_page(chromium, site_url, "vllm_server_role.html", "vllm_server_role.png")
+    page = open_page(chromium, site_url, "vllm_server_role.html", "vllm_server_role.png", height=2400)
     assert page.option_tables, "no options table on the vllm_server role page"
     parameters = page.option_tables[0]
     expected = role_options("vllm_server")
