@@ -14,7 +14,7 @@ do not notice still needs one, with only a `trivial:` section (antsibull-changel
 The base, first that applies:
   1. --base REF, else the environment's CHANGELOG_BASE (a CI that checks a branch against its target sets it);
   2. the branch's upstream (`@{upstream}`, e.g. origin/main of a clone), from where the branch left it, when the
-     branch has commits the upstream does not;
+     branch has commits the upstream does not and made no release since it left;
   3. the last release: the last commit that changed changelogs/changelog.yaml (antsibull-changelog release writes
      it, and consumes the fragments, so whatever changed since then is unreleased);
   4. none (no release in the history, or a shallow clone that does not reach it): nothing to compare, it passes.
@@ -50,12 +50,13 @@ def choose_base(repo, explicit=None):
         if not commit:
             raise RuntimeError("base %r is not a commit of %s" % (explicit, repo))
         return commit, "the base asked for (%s)" % explicit
+    release = git(repo, "log", "-1", "--format=%H", "--", CHANGES_FILE, check=False)
     upstream = git(repo, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}", check=False)
     if upstream:
         fork = git(repo, "merge-base", "HEAD", upstream, check=False)
-        if fork and fork != git(repo, "rev-parse", "HEAD"):
+        released_since = release and git(repo, "merge-base", "--is-ancestor", fork, release, check=False) is not None
+        if fork and fork != git(repo, "rev-parse", "HEAD") and not released_since:
             return fork, "where this branch left its upstream %s" % upstream
-    release = git(repo, "log", "-1", "--format=%H", "--", CHANGES_FILE, check=False)
     if release:
         return release, "the last release (the last commit that changed %s)" % CHANGES_FILE
     return None, "no release in this history yet"

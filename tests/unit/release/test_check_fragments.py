@@ -131,6 +131,20 @@ def test_a_branch_is_checked_from_where_it_left_its_upstream(released, tmp_path)
     assert "roles/server/tasks/main.yml" not in out
 
 
+def test_a_release_made_on_the_branch_is_the_base(released, tmp_path):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(released), str(clone)], check=True)
+    write(clone, "plugins/modules/thing.py", "branch\n")
+    write(clone, "changelogs/fragments/1.1.0.yml", "minor_changes:\n  - thing - more.\n")
+    commit(clone, "branch change with its fragment")
+    os.remove(os.path.join(str(clone), "changelogs/fragments/1.1.0.yml"))
+    write(clone, "changelogs/changelog.yaml", "releases: {1.0.0: {}, 1.1.0: {}}\n")
+    commit(clone, "release 1.1.0 (the fragment folded in)")
+    code, out = run(clone)
+    assert code == 0, out
+    assert "the last release" in out
+
+
 def test_an_explicit_base_wins_and_a_wrong_one_is_an_error(released):
     write(released, "plugins/modules/thing.py", "changed\n")
     commit(released, "change")
