@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A change to plugins/ or roles/ comes with a changelog fragment (make changelog-lint; docs/RELEASING.md).
 
-    tests/release/check_fragments.py [--base REF] [--repo DIR]
+    python tests/release/check_fragments.py [--base REF] [--repo DIR]
 
 Compares the working tree (committed, staged, unstaged and untracked files alike) with a base and fails when files
 under plugins/ or roles/ changed but no fragment under changelogs/fragments/ was added or edited. A change users

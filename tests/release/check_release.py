@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What must hold before a release is tagged (make release-check; docs/RELEASING.md).
 
-    tests/release/check_release.py TARBALL
+    python tests/release/check_release.py TARBALL
 
 Every problem is listed at once: galaxy.yml's version has its release in changelogs/changelog.yaml; no fragment
 is left unreleased; pyproject.toml carries the same version; galaxy.yml's links are filled in (no example.invalid
