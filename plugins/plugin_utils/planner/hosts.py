@@ -140,7 +140,7 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
         available_kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]),
         kv_cache_memory_bytes=sum(max(0, s["available_bytes_per_gpu"]) for s in stages) * t,
         kv_cache_tokens=e["kv_tokens"], kv_cache_tokens_total=e["kv_tokens"],
-        kv_cache_blocks=e["num_blocks"], kv_cache_block_size=layout["block_size"], kv_cache_layout=layout,
+        kv_cache_blocks=e["num_blocks"], kv_cache_block_size=layout.block_size, kv_cache_layout=layout.to_dict(),
         max_num_seqs=e["max_num_seqs"], max_num_batched_tokens=e["max_num_batched_tokens"],
         gpu_memory_utilization=util, max_concurrency=_round_conc(e),
         max_concurrency_at_max_model_len=full, max_concurrency_total=full, full_context_sequences_total=full,
@@ -189,7 +189,7 @@ def _explain_hosts(reasons, arch, profile, single, host_list, best, max_model_le
     if e["fits"]:
         reasons.append("KV cache of the instance: %d blocks of %d tokens; a %d-token request takes %d, so vLLM will "
                        "log 'GPU KV cache size: %s tokens' and 'Maximum concurrency for %s tokens per request: "
-                       "%.2fx'; max_num_seqs %d." % (e["num_blocks"], layout["block_size"], max_model_len,
+                       "%.2fx'; max_num_seqs %d." % (e["num_blocks"], layout.block_size, max_model_len,
                                                      e["blocks_per_request"], "{:,}".format(e["kv_tokens"]),
                                                      "{:,}".format(max_model_len), e["max_concurrency"],
                                                      e["max_num_seqs"]))

@@ -29,6 +29,17 @@ def _largest_context(attempt, hi, **changes):
     return lo, best
 
 
+def _cpu_kv_budget(profile, inputs):
+    """The CPU engine's KV cache that holds one max_model_len request: the failed plan's layout (rebuilt: its
+    kv_cache_layout fact is plain data) x the blocks a request takes."""
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+    lay = P.layout_for(profile, 1, inputs["features"], inputs["kv_cache_dtype"], inputs["objective"],
+                       inputs.get("hybrid_manager"), inputs.get("vllm_version"), block_size="cpu")
+    need = P.blocks_per_request(lay, inputs["max_model_len"]) * lay.page_bytes * lay.group_size
+    return {"set": {"kv_cache_memory_bytes": need},
+            "text": "Give the CPU engine at least %d bytes of KV cache (--kv-cache-memory-bytes)." % need}
+
+
 def suggest(gpu_facts, profile, inputs, failed, alternatives):
     """The smallest changes that make a failed plan fit.  Each: {'set': {input: value}, 'text': sentence}."""
     from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
@@ -71,10 +82,7 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
                                         "the GPU)." % u})
                     break
     else:
-        lay = failed["kv_cache_layout"]
-        need = P.blocks_per_request(lay, inputs["max_model_len"]) * lay["page_bytes"] * lay["group_size"]
-        out.append({"set": {"kv_cache_memory_bytes": need},
-                    "text": "Give the CPU engine at least %d bytes of KV cache (--kv-cache-memory-bytes)." % need})
+        out.append(_cpu_kv_budget(profile, inputs))
     # 4. when no single knob is enough: all of them at once
     if not out and inputs["accelerator"] == "gpu":
         for s_ in (16, 4, 1):
