@@ -12,6 +12,7 @@ do not notice still needs one, with only a `trivial:` section (antsibull-changel
 
 The base, first that applies:
   1. --base REF, else the environment's CHANGELOG_BASE (a CI that checks a branch against its target sets it);
+     else, while a release is being made (changelogs/changelog.yaml changed but not committed), none: it passes;
   2. the branch's upstream (`@{upstream}`, e.g. origin/main of a clone), from where the branch left it, when the
      branch has commits the upstream does not and made no release since it left;
   3. the last release: the last commit that changed changelogs/changelog.yaml (antsibull-changelog release writes
@@ -49,6 +50,8 @@ def choose_base(repo, explicit=None):
         if not commit:
             raise RuntimeError("base %r is not a commit of %s" % (explicit, repo))
         return commit, "the base asked for (%s)" % explicit
+    if git(repo, "status", "--porcelain", "--", CHANGES_FILE):
+        return None, "a release being made: %s changed in the working tree folds in every fragment" % CHANGES_FILE
     release = git(repo, "log", "-1", "--format=%H", "--", CHANGES_FILE, check=False)
     upstream = git(repo, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}", check=False)
     if upstream:

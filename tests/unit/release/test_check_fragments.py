@@ -145,6 +145,16 @@ def test_a_release_made_on_the_branch_is_the_base(released, tmp_path):
     assert "the last release" in out
 
 
+def test_a_release_not_yet_committed_passes(released):
+    write(released, "plugins/modules/thing.py", "changed\n")
+    write(released, "changelogs/fragments/thing.yml", "bugfixes:\n  - thing - fixed.\n")
+    commit(released, "a fix with its fragment")
+    os.remove(os.path.join(str(released), "changelogs/fragments/thing.yml"))  # what antsibull-changelog release does
+    write(released, "changelogs/changelog.yaml", "releases: {1.0.0: {}, 1.0.1: {}}\n")
+    code, out = run(released)
+    assert code == 0 and "a release being made" in out
+
+
 def test_an_explicit_base_wins_and_a_wrong_one_is_an_error(released):
     write(released, "plugins/modules/thing.py", "changed\n")
     commit(released, "change")
