@@ -34,7 +34,7 @@ DISTROS ?= debian13-systemd
 	test-full demo build clean ee docs docs-test chromium release-check
 help:
 	@echo "make demo   - serve the tiny test model on a local test host (no GPU) and print the endpoint"
-	@echo "make test   - lint (ansible-lint production), unit tests, ansible-test sanity, install test,"
+	@echo "make test   - lint (ansible-lint production, changelog + docs lint), unit tests, ansible-test sanity, install test,"
 	@echo "              Molecule scenarios, integration tests"
 	@echo "make sanity - ansible-test sanity (every test that runs offline) on a copy laid out as a collection"
 	@echo "make install-test - build the tarball, install it into an empty collections path, plan from outside"
