@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_placement
 short_description: Place all of a host's models (llmfleet_models) on its GPUs in one plan (changes nothing)
-version_added: "0.1.0"
+version_added: "1.1.0"
 description:
   - Checks C(llmfleet_models) (the llmfleet.vllm.model_list filter's rules, with the host's GPU count), plans each
     model with the planner (llmfleet.vllm.vllm_plan's arithmetic, from each model's own config.json) and places them
