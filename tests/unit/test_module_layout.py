@@ -26,12 +26,9 @@ KNOWN_LONG_FILES = {
     "plugin_utils/planner/planner.py",  # 583 lines: the memory model's notes, the layout search and plan()
 }
 KNOWN_LONG = {
-    ("plugin_utils/planner/suggestions.py", "suggest"),  # 74 lines: eight kinds of suggestion in one function
-    ("plugin_utils/planner/manual_kv.py", "plan_by_hand"),  # 75 lines: the whole plan of a model sized by hand
     ("plugin_utils/planner/planner.py", "plan"),  # 74 lines: features, the layout search and the plan document
     ("plugin_utils/planner/planner.py", "_plan_gpu"),  # 72 lines: one GPU layout's memory and limits
     ("plugin_utils/planner/vllm_bootlog.py", "parse_boot_log"),  # 70 lines: every value a boot log may hold
-    ("plugin_utils/planner/hosts.py", "_plan_hosts"),  # 64 lines: TP inside each host, PP across them
 }
 
 
