@@ -2,14 +2,16 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The benchmark role's client command: `vllm bench serve` in a container of the serving image, one concurrency
-level."""
+"""The benchmark role's client command (`vllm bench serve` in a container of the serving image, one concurrency
+level) and the API key it reads from an environment file."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 # Each filter's documentation: plugins/filter/<filter name>.yml.
+
+import re
 
 from ansible.errors import AnsibleFilterError
 
@@ -51,6 +53,19 @@ def bench_serve_argv(client):
     return docker + bench + extra + metadata
 
 
+def env_file_value(text, name):
+    """The value of name in an environment file's text (NAME=value, or export NAME=value; one pair of surrounding
+    quotes dropped), '' when the file does not set it."""
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        raise AnsibleFilterError("env_file_value expects the file's text, got %s" % type(text).__name__)
+    found = re.search(r"(?m)^\s*(?:export\s+)?%s=(.*)$" % re.escape(str(name)), text)
+    value = found.group(1).strip() if found else ""
+    quoted = re.match(r"^(['\"])(.*)\1$", value)
+    return quoted.group(2) if quoted else value
+
+
 class FilterModule(object):
     def filters(self):
-        return {"bench_serve_argv": bench_serve_argv}
+        return {"bench_serve_argv": bench_serve_argv, "env_file_value": env_file_value}

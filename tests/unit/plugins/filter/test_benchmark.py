@@ -1,5 +1,5 @@
 """plugins/filter/benchmark.py: the benchmark client's command (bench_serve_argv), as roles/benchmark/tasks/level.yml
-runs it for one concurrency level."""
+runs it for one concurrency level, and the API key it reads from an environment file (env_file_value)."""
 import pytest
 
 from ansible.errors import AnsibleFilterError
@@ -49,3 +49,18 @@ def test_a_missing_setting_is_named():
         argv_of(dict((k, v) for k, v in CLIENT.items() if k != "concurrency"))
     with pytest.raises(AnsibleFilterError):
         argv_of(["docker"])
+
+
+env_value = FilterModule().filters()["env_file_value"]
+
+
+@pytest.mark.parametrize("text, value", [
+    ("VLLM_API_KEY=abc\n", "abc"),
+    ("# key\nexport VLLM_API_KEY=\"a b\"\nOTHER=x\n", "a b"),
+    ("  VLLM_API_KEY='q'  \n", "q"),
+    ("OTHER=x\nMY_VLLM_API_KEY=no\n", ""),
+    ("VLLM_API_KEY=\"unbalanced'\n", "\"unbalanced'"),
+    (None, ""),
+])
+def test_the_key_is_read_from_an_environment_file_as_a_shell_would_set_it(text, value):
+    assert env_value(text, "VLLM_API_KEY") == value
