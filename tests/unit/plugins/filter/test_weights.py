@@ -1,5 +1,6 @@
 """plugins/filter/weights.py: weights_listing, what the model_weights role compares to decide whether a controller
-copy must be uploaded again (roles/model_weights/tasks/from_controller.yml)."""
+copy must be uploaded again (roles/model_weights/tasks/from_controller.yml), and weights_tried_summary, the line it
+prints of the peers a transfer tried."""
 import pytest
 
 from ansible.errors import AnsibleFilterError
@@ -30,3 +31,14 @@ def test_a_size_change_changes_the_listing():
 def test_what_is_no_list_is_refused():
     with pytest.raises(AnsibleFilterError):
         listing({"path": "a"})
+
+
+tried_summary = FilterModule().filters()["weights_tried_summary"]
+
+
+def test_the_peers_tried_are_one_line_each_with_its_reason():
+    tried = [{"host": "gpu-02", "reason": "timed out"}, {"host": "gpu-03", "reason": "sha256 mismatch", "files": 2}]
+    assert tried_summary(tried) == "gpu-02: timed out; gpu-03: sha256 mismatch"
+    assert tried_summary([]) == ""
+    with pytest.raises(AnsibleFilterError):
+        tried_summary(None)
