@@ -2,9 +2,9 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The collection's conventions for the roles (module_utils/conventions.py): the accelerator a play serves on when
-none is set, where a host reaches a service bound to an address, and the unit and container of one replica (the
-other shared names: the llmfleet.vllm.conventions lookup)."""
+"""The collection's conventions for the roles (plugins/module_utils/host_agent/conventions.py): the accelerator a
+play serves on when none is set, where a host reaches a service bound to an address, and the unit and container of
+one replica (the other shared names: the llmfleet.vllm.conventions lookup)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +12,7 @@ __metaclass__ = type
 
 # Each filter's documentation: plugins/filter/<filter name>.yml.
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions as CV
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import conventions as CV
 
 
 def accelerator(value):

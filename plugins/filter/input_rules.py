@@ -14,7 +14,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import held_port_problems, rule_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import held_port_problems, rule_problems
 
 # The input_check options that every role may add to (lists, concatenated in the roles' order); any other option
 # belongs to one role (two roles giving it is an error: the check would silently take one of them).

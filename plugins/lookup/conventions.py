@@ -14,7 +14,7 @@ author:
 version_added: "0.1.0"
 short_description: The names the collection gives its units, containers and files on a host, for roles and templates
 description:
-  - Returns one dict of the names that roles, templates and the host package share (module_utils/conventions.py is
+  - Returns one dict of the names that roles, templates and the host package share (module_utils/host_agent/conventions.py is
     the one place that spells them), so that no role or template spells them again.
   - For one replica's unit and container, use the filters C(llmfleet.vllm.replica_unit) and
     C(llmfleet.vllm.replica_container).
@@ -59,7 +59,7 @@ _raw:
 
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions as CV
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import conventions as CV
 
 
 def names():

@@ -1,5 +1,5 @@
 """The names the collection gives its units, containers and files on a host are spelt in one place,
-plugins/module_utils/conventions.py; roles, templates and playbooks take them from the llmfleet.vllm.conventions lookup
+plugins/module_utils/host_agent/conventions.py; roles, templates and playbooks take them from the llmfleet.vllm.conventions lookup
 and the replica_unit / replica_container filters (#38). Comments and documentation (README, argument_specs) may name
 them; what a play runs or writes may not."""
 import glob
@@ -59,7 +59,7 @@ def test_the_files_are_found():
 def test_no_role_template_or_playbook_spells_a_shared_name():
     found = ["%s: %s" % (path, text) for path in data_files() if not exempt(path) for text in spelt_out(path)]
     assert found == [], ("Take the name from the llmfleet.vllm.conventions lookup or the replica_unit / "
-                         "replica_container filters (plugins/module_utils/conventions.py spells it):\n" + "\n".join(found))
+                         "replica_container filters (plugins/module_utils/host_agent/conventions.py spells it):\n" + "\n".join(found))
 
 
 def test_the_measure_finds_a_name_where_it_is_spelt(tmp_path, monkeypatch):

@@ -1,9 +1,9 @@
-"""plugins/lookup/conventions.py: the names roles and templates take from module_utils/conventions.py."""
+"""plugins/lookup/conventions.py: the names roles and templates take from module_utils/host_agent/conventions.py."""
 import fnmatch
 import re
 
 from ansible_collections.llmfleet.vllm.plugins.lookup.conventions import LookupModule
-from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions as CV
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import conventions as CV
 
 
 def test_the_lookup_returns_one_dict_of_the_shared_names():
