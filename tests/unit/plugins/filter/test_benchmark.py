@@ -38,9 +38,9 @@ def test_one_concurrency_level_with_its_prompts_and_result_file():
 def test_extra_args_come_after_the_clients_flags_and_before_the_metadata():
     argv = argv_of(CLIENT)
     assert argv.index("--goodput") > argv.index("--result-filename")
-    assert argv[argv.index("--metadata"):] == ["--metadata", "input_len=1024", "output_len=256",
-                                                "image=reg/vllm@sha256:ab", "target=http://127.0.0.1:8000",
-                                                "run_id=r1"]
+    metadata = ["--metadata", "input_len=1024", "output_len=256", "image=reg/vllm@sha256:ab",
+                "target=http://127.0.0.1:8000", "run_id=r1"]
+    assert argv[argv.index("--metadata"):] == metadata
     assert "--goodput" not in argv_of(dict(CLIENT, extra_args=[]))
 
 
