@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 name: conventions
 author:
   - llmfleet maintainers (!UNKNOWN)
-version_added: "0.1.0"
+version_added: "1.1.0"
 short_description: The names the collection gives its units, containers and files on a host, for roles and templates
 description:
   - Returns one dict of the names that roles, templates and the host package share (module_utils/host_agent/conventions.py is

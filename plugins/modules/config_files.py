@@ -23,7 +23,7 @@ description:
     secret file is never readable by others, not even for a moment.
   - Content is not logged by the module, but it travels in the task's arguments; give secrets as O(secret_files)
     (or set C(no_log) on the task, which hides its whole result, diff included).
-version_added: "0.1.0"
+version_added: "1.0.0"
 options:
   directories:
     description: Directories to create (with their parents) before the files are written.
@@ -62,7 +62,7 @@ options:
     type: list
     elements: dict
     default: []
-    version_added: "0.1.0"
+    version_added: "1.0.0"
     suboptions:
       path: {description: The file., type: path, required: true}
       content: {description: Its whole content (text)., type: str, required: true}

@@ -24,7 +24,7 @@ description:
     replica listens on after the edge's offset (O(ports)); and, when the controller has cached the pinned image's
     flag table (O(flag_cache_dir)), the flags of O(args_extra) and the model's attention head size against that image.
   - A hub the controller cannot reach gives a warning, not a failure (the hosts may reach it; they check again).
-version_added: "0.1.0"
+version_added: "1.0.0"
 options:
   checks:
     description:
@@ -99,7 +99,7 @@ options:
         C(preflight) role passes C(llmfleet_model / model_weights_*)).
     type: str
     default: model_config
-    version_added: "0.1.0"
+    version_added: "1.0.0"
   accelerator:
     description: C(gpu) or C(cpu), for the attention backends to check the head size against.
     type: str

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: nvidia_driver_facts
 short_description: Read the NVIDIA driver's state and judge it for serving a pinned CUDA image
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Runs C(nvidia-smi -q -x), lists the NVSwitch devices the driver exposes, reads the installed
     Fabric Manager package and, under systemd, the state of C(nvidia-fabricmanager.service) and
