@@ -19,7 +19,6 @@ import sys
 import yaml
 
 
-
 def expression_rows(root):
     """The test's own measure (tests/unit/roles/expressions.py) where the tree has it, else a plain reading."""
     sys.path.insert(0, os.path.join(root, "tests", "unit", "roles"))
