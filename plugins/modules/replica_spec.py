@@ -18,7 +18,7 @@ description:
   - Names of units, containers and labels come from the collection's conventions
     (C(plugins/module_utils/conventions.py)); the logic is C(plugins/plugin_utils/fleet/replica_spec.py).
   - Runs on the Ansible controller (action plugin); touches no host. Secrets (the API key, the hub token) are never
-    an input: they go to the replica's 0600 environment file only.
+    an input; they go to the 0600 environment file of the replica only.
   - I(models) is a list so that a host can carry several models; each model brings its replicas, flags and
     environment. Replicas start in the order of I(models), then of each model's replicas.
 options:
