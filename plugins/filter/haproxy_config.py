@@ -20,24 +20,35 @@ def _dicts(value, name, keys):
     return value
 
 
-def edge_haproxy(replicas, bind_address, path_prefixes, public_paths, keys_file, api_keys):
+def _settings(value, name):
+    if not isinstance(value, dict):
+        raise AnsibleFilterError("%s expects its settings as a dict, got %r" % (name, value))
+    return value
+
+
+def edge_haproxy(replicas, settings):
     replicas = _dicts(replicas, "edge_haproxy", ("name", "port", "address", "backend_port"))
-    return HC.edge_config(replicas, {"bind_address": bind_address, "path_prefixes": list(path_prefixes or []),
-                                     "public_paths": list(public_paths or []), "keys_file": str(keys_file),
-                                     "api_keys": list(api_keys or [])})
+    return HC.edge_config(replicas, _settings(settings, "edge_haproxy"))
 
 
-def balancer_haproxy(backends, path_prefixes, keys_file, api_keys, check_completion=True, check_model=""):
+def balancer_haproxy(backends, settings):
     backends = _dicts(backends, "balancer_haproxy", ("name", "address", "port"))
-    return HC.balancer_config(backends, {"path_prefixes": list(path_prefixes or []), "keys_file": str(keys_file),
-                                         "api_keys": list(api_keys or []),
-                                         "check_completion": check_completion, "check_model": check_model})
+    return HC.balancer_config(backends, _settings(settings, "balancer_haproxy"))
 
 
 def api_key_file(api_keys, managed_by):
     return HC.api_key_file(list(api_keys or []), str(managed_by))
 
 
+def haproxy_all_up(servers, expected):
+    return HC.servers_all_up(servers, expected)
+
+
+def vllm_running_requests(metrics_text):
+    return HC.running_requests(str(metrics_text or ""))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"edge_haproxy": edge_haproxy, "balancer_haproxy": balancer_haproxy, "api_key_file": api_key_file}
+        return {"edge_haproxy": edge_haproxy, "balancer_haproxy": balancer_haproxy, "api_key_file": api_key_file,
+                "haproxy_all_up": haproxy_all_up, "vllm_running_requests": vllm_running_requests}

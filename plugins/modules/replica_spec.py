@@ -204,12 +204,14 @@ replicas:
         of words per line), C(command) (what the container execs, one list per line), C(follow) (the follower).
       type: dict
 models:
-  description: The models, each with C(name), C(path), C(container_path), C(vllm_argv), C(env) and C(replicas).
+  description: The models, each with C(name), C(path), C(container_path), C(vllm_argv), C(check_argv) (vLLM's
+    arguments as a replica of one host gets them, for the flag check), C(env) and C(replicas).
   returned: always
   type: list
   elements: dict
 image:
-  description: The image, C({ref, found, id, entrypoint}); C(found) is false unless exactly one local image matched.
+  description: The image, C({ref, found, id, hex, entrypoint}); C(found) is false unless exactly one local image
+    matched; C(hex) is the ID without its C(sha256:) prefix.
   returned: always
   type: dict
 vllm_argv:

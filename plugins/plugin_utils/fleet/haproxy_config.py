@@ -14,6 +14,8 @@ routes that reach vLLM and the key check) is the same structure for both: {prefi
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.llmfleet.vllm.plugins.module_utils.fleet import address_port
 
 def _gate(prefixes, public_paths, keys_file, api_keys):
@@ -57,3 +59,16 @@ def api_key_file(api_keys, managed_by):
     whole Authorization header against these lines)."""
     lines = ["# Managed by Ansible (%s): changes here are overwritten." % managed_by]
     return "\n".join(lines + ["Bearer %s" % k for k in api_keys or []]) + "\n"
+
+
+def servers_all_up(servers, expected):
+    """Whether the balancer holds exactly expected servers and every one is UP (servers: haproxy_servers' dict)."""
+    servers = dict(servers or {})
+    return len(servers) == int(expected) and all((s or {}).get("status") == "UP" for s in servers.values())
+
+
+def running_requests(metrics_text):
+    """vLLM's own count of requests in flight: the sum of its vllm:num_requests_running samples (one per model
+    and engine) in a /metrics exposition; 0 when there is none."""
+    pattern = re.compile(r"^vllm:num_requests_running(?:\{[^}]*\})? ([0-9.e+-]+)$", re.M)
+    return sum(float(v) for v in pattern.findall(metrics_text or ""))

@@ -39,13 +39,14 @@ class SpecError(ValueError):
 
 
 def image_facts(ref, inspects):
-    """The image the replicas run: {ref, found (exactly one local image), id, entrypoint}. inspects: what
-    docker_image_info (or the image role's inspect) returned for ref."""
+    """The image the replicas run: {ref, found (exactly one local image), id, hex (the ID without its sha256:
+    prefix), entrypoint}. inspects: what docker_image_info (or the image role's inspect) returned for ref."""
     inspects = [i for i in (inspects or []) if isinstance(i, dict)]
     first = inspects[0] if inspects else {}
     entrypoint = list(((first.get("Config") or {}).get("Entrypoint")) or DEFAULT_ENTRYPOINT)
-    return {"ref": str(ref or ""), "found": len(inspects) == 1, "id": str(first.get("Id") or ""),
-            "entrypoint": entrypoint}
+    image_id = str(first.get("Id") or "")
+    return {"ref": str(ref or ""), "found": len(inspects) == 1, "id": image_id,
+            "hex": image_id[len("sha256:"):] if image_id.startswith("sha256:") else image_id, "entrypoint": entrypoint}
 
 
 def engine_cache(settings, image_id):
@@ -175,13 +176,18 @@ def _model(host, entry, multinode_args, multinode_env):
     if not name:
         raise SpecError("a model without a served name (vllm_server_served_model_name): %r" % (entry,))
     shutdown = entry.get("shutdown_timeout")
+    container_path = "%s/%s" % (CONTAINER_MODELS_DIR, posixpath.basename(path))
+    argv = vllm_flags(entry.get("args"), entry.get("args_extra"), shutdown, multinode_args)
+    replicas = list(entry.get("replicas") or [])
+    port = str(replicas[0]["port"]) if replicas else ""
     return {
-        "name": name, "path": path, "manifest": entry.get("manifest") or None,
-        "container_path": "%s/%s" % (CONTAINER_MODELS_DIR, posixpath.basename(path)),
-        "vllm_argv": vllm_flags(entry.get("args"), entry.get("args_extra"), shutdown, multinode_args),
+        "name": name, "path": path, "manifest": entry.get("manifest") or None, "container_path": container_path,
+        "vllm_argv": argv,
+        # vLLM's arguments as a replica of one host gets them: what the flag check runs against the image.
+        "check_argv": [container_path, "--served-model-name", name, "--host", "0.0.0.0", "--port", port] + argv,
         "env": replica_env(host["accelerator"], entry.get("accelerator_env"), host["engine_cache"],
                            entry.get("engine_cache_accelerator_env"), multinode_env, entry.get("env")),
-        "replicas": list(entry.get("replicas") or []),
+        "replicas": replicas,
     }
 
 
@@ -200,6 +206,18 @@ def _multinode(settings, accelerator):
     layout["nnodes"] = int(layout.get("nnodes", 1))
     layout.update(master_port=settings.get("master_port", 29500), ray_port=settings.get("ray_port", 6379))
     return layout, args, env, ray
+
+
+def started_replicas(restarted, waited, jobs):
+    """The replicas this run started or restarted, from the serve tasks' registered loops: the foreground loop's
+    changed items (restarted), the background starts that finished changed (waited: async_status over the jobs),
+    and the starts that ran in the foreground because check mode runs no job (jobs without an ansible_job_id)."""
+    def results(register):
+        return [r for r in (register or {}).get("results") or [] if isinstance(r, dict)]
+    started = [r["item"] for r in results(restarted) if r.get("changed")]
+    started += [r["item"]["item"] for r in results(waited) if r.get("changed")]
+    started += [r["item"] for r in results(jobs) if "ansible_job_id" not in r and r.get("changed")]
+    return started
 
 
 def _directories(spec, textfile_dir):

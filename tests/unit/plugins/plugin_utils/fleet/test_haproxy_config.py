@@ -1,6 +1,6 @@
 """The edge's and the balancer's HAProxy configuration as data (plugin_utils/fleet/haproxy_config.py)."""
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.haproxy_config import (
-    api_key_file, balancer_config, edge_config)
+    api_key_file, balancer_config, edge_config, running_requests, servers_all_up)
 
 EDGE = {"bind_address": "0.0.0.0", "path_prefixes": ["/v1/", "/metrics"], "public_paths": ["/health"],
         "keys_file": "/etc/llmfleet/edge-api-keys.lst", "api_keys": ["k"]}
@@ -41,3 +41,20 @@ def test_the_key_file_has_one_bearer_line_per_key_after_who_manages_it():
     assert api_key_file(["a", "b"], "the edge") == (
         "# Managed by Ansible (the edge): changes here are overwritten.\nBearer a\nBearer b\n")
     assert api_key_file([], "x") == "# Managed by Ansible (x): changes here are overwritten.\n"
+
+
+def test_the_balancer_is_ready_only_with_every_expected_server_up():
+    up = {"status": "UP"}
+    assert servers_all_up({"a": up, "b": up}, 2) is True
+    assert servers_all_up({"a": up, "b": {"status": "DOWN"}}, 2) is False
+    assert servers_all_up({"a": up}, 2) is False  # a server the configuration has not loaded yet
+    assert servers_all_up({"a": {"status": "MAINT"}}, 1) is False
+
+
+def test_the_requests_in_flight_are_vllms_running_count_summed_over_its_samples():
+    text = ("# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+            'vllm:num_requests_running{engine="0",model_name="tiny"} 2.0\n'
+            'vllm:num_requests_running{engine="1",model_name="tiny"} 1.0\n'
+            'vllm:num_requests_waiting{engine="0",model_name="tiny"} 7.0\n')
+    assert running_requests(text) == 3.0
+    assert running_requests("") == 0 and running_requests("vllm:num_requests_running 0.0\n") == 0

@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils import multinode as MN
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.replica_spec import (
-    SpecError, container_script, host_spec, image_facts)
+    SpecError, container_script, host_spec, image_facts, started_replicas)
 
 INSPECT = [{"Id": "sha256:0123456789abcdef0123", "Config": {"Entrypoint": ["/venv/bin/vllm", "serve"]}}]
 
@@ -158,3 +158,19 @@ def test_a_ray_port_that_is_not_a_port_is_refused():
     layout = MN.group_layout(["h1", "h2"], "h1", {"h1": "10.0.0.1", "h2": "10.0.0.2"}, "grp", None)
     with pytest.raises(SpecError, match="ray_port"):
         host_spec(host(multinode={"layout": layout, "backend": "ray", "ray_port": "x"}), [model()])
+
+
+def test_the_replicas_started_now_are_the_changed_restarts_background_starts_and_check_mode_starts():
+    a, b, c, d = ({"name": n} for n in "abcd")
+    restarted = {"results": [{"item": a, "changed": True}, {"item": b, "changed": False}]}
+    jobs = {"results": [{"item": c, "ansible_job_id": "j1", "changed": True}, {"item": d, "changed": True}]}
+    waited = {"results": [{"item": {"item": c, "ansible_job_id": "j1"}, "changed": True}]}
+    assert started_replicas(restarted, waited, jobs) == [a, c, d]
+    assert started_replicas({}, None, {"results": [{"item": c, "ansible_job_id": "j1", "changed": True}]}) == []
+
+
+def test_the_flag_check_sees_vllm_arguments_as_a_single_host_replica_gets_them():
+    spec = host_spec(host(), [model(replicas=[{"name": "0", "port": 8100, "gpus": []}])])
+    assert spec["models"][0]["check_argv"] == ["/models/chat", "--served-model-name", "chat", "--host", "0.0.0.0",
+                                               "--port", "8100", "--max-model-len", "4096", "--shutdown-timeout", "60"]
+    assert spec["image"]["hex"] == "0123456789abcdef0123"
