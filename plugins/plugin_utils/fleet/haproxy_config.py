@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.fleet import address_port
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.fleet import address_port
 
 def _gate(prefixes, public_paths, keys_file, api_keys):
     """The API gate: path prefixes that need the key, exact public paths (GET), the keys file ('' = no key).

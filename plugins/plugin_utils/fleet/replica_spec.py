@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import posixpath
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions as CV
-from ansible_collections.llmfleet.vllm.plugins.module_utils import multinode as MN
-from ansible_collections.llmfleet.vllm.plugins.module_utils import serve_lists as SL
-from ansible_collections.llmfleet.vllm.plugins.module_utils import vllm_args as VA
-from ansible_collections.llmfleet.vllm.plugins.module_utils.fleet import address_port
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks import vllm_args as VA
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import conventions as CV
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import multinode as MN
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import replica_lists as SL
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.fleet import address_port
 
 # The name the container's /bin/sh gives its $0 (it shows in `ps` inside the container).
 SHELL_NAME = "llmfleet-vllm"

@@ -5,7 +5,7 @@ import os
 
 import yaml
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import multinode as MN
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import multinode as MN
 
 ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "roles", "vllm_server")
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "rendered")

@@ -3,7 +3,7 @@ import shlex
 
 import pytest
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import multinode as MN
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import multinode as MN
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.replica_spec import (
     SpecError, container_script, host_spec, image_facts, started_replicas)
 
