@@ -21,6 +21,8 @@ description:
     an input; they go to the 0600 environment file of the replica only.
   - I(models) is a list so that a host can carry several models; each model brings its replicas, flags and
     environment. Replicas start in the order of I(models), then of each model's replicas.
+author:
+  - llmfleet maintainers (!UNKNOWN)
 options:
   models:
     description: The models this host serves, each with its replicas.
@@ -148,6 +150,8 @@ attributes:
   action:
     support: full
     details: Runs on the controller; the module part only documents the options.
+  async:
+    support: none
   bypass_host_loop:
     support: none
 """
@@ -198,7 +202,7 @@ replicas:
       description: The container's labels, name to value; the manifest's value is null when the host fills it.
       type: dict
     env: {description: The non-secret environment of vLLM., type: dict}
-    files: {description: Paths of its C(unit.conf), C(run) and C(env) files., type: dict}
+    files: {description: "Paths of its C(unit.conf), C(run) and C(env) files.", type: dict}
     run:
       description: The run file's words - C(docker) (the docker run command up to the name), C(options) (one list
         of words per line), C(command) (what the container execs, one list per line), C(follow) (the follower).

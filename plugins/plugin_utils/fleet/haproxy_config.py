@@ -18,6 +18,7 @@ import re
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.fleet import address_port
 
+
 def _gate(prefixes, public_paths, keys_file, api_keys):
     """The API gate: path prefixes that need the key, exact public paths (GET), the keys file ('' = no key).
     The role's checks (tasks/main.yml, tasks/edge.yml) have refused paths that are not paths and keys HAProxy cannot
