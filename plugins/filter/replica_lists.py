@@ -21,6 +21,14 @@ def _replicas(value, name):
     return value
 
 
+def edge_members(replicas, bind_address, offset=0):
+    return SL.edge_members(_replicas(replicas, "edge_members"), bind_address, offset)
+
+
+def watchdog_targets(replicas, health_base, offset, config_dir):
+    return SL.watchdog_targets(_replicas(replicas, "watchdog_targets"), str(health_base), offset, str(config_dir))
+
+
 def replica_files(replicas, config_dir, kinds):
     try:
         return SL.replica_files(_replicas(replicas, "replica_files"), str(config_dir), list(kinds or []))
@@ -30,5 +38,4 @@ def replica_files(replicas, config_dir, kinds):
 
 class FilterModule(object):
     def filters(self):
-        # The edge's and the watchdog's lists come with the replica spec (llmfleet.vllm.replica_spec).
-        return {"replica_files": replica_files}
+        return {"edge_members": edge_members, "watchdog_targets": watchdog_targets, "replica_files": replica_files}

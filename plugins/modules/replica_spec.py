@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: replica_spec
 short_description: Work out what each vLLM replica of a serving host runs (one place, changes nothing)
-version_added: "0.1.0"
+version_added: "1.1.0"
 description:
   - For each replica of the host returns its argv (the C(docker run) options and the command, as words), its
     environment (non-secret), its files, ports, base URL, health URL, container labels, container and unit names,

@@ -2,30 +2,12 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""vLLM's KV cache specs, one per layer kind, read from a model's config.json; pure functions, no I/O.
+"""A model's KV cache layout on one GPU of a TP group: its layer kinds (layer_specs.py) unified as vLLM does; pure.
 
 Mirrors vLLM 0.22.0 (the release of the lent H200 machines; 0.28.0 computes the same, docs/PLANNER.md "Versions"):
-``vllm/v1/kv_cache_interface.py`` (the specs' page_size_bytes and max_memory_usage_bytes),
-``vllm/v1/core/kv_cache_utils.py`` (``_get_kv_cache_groups_uniform_page_size``, ``get_kv_cache_config_from_groups``,
-``get_max_concurrency_for_kv_cache_config``), ``vllm/model_executor/layers/mamba/mamba_utils.py``
-(``MambaStateShapeCalculator``) and ``vllm/platforms/interface.py`` / ``vllm/model_executor/models/config.py``
-(the hybrid block-size alignment).  Per layer, on one GPU of a TP group of t:
-
-  full attention     page = block x 2 (K, V) x max(1, KV heads // t) x head_dim x KV dtype bytes
-                     a request holds cdiv(max_model_len, block) blocks
-  sliding window w   same page; a request holds cdiv(min(w - 1 + max_num_batched_tokens, max_model_len), block) + 1
-  chunked local c    same page; a request holds cdiv(min(c + max_num_batched_tokens, max_model_len), block)
-  MLA                page = block x (kv_lora_rank + qk_rope_head_dim) x KV dtype bytes: one latent "head", no
-                     factor 2, the whole latent on every TP rank (not divided by t)
-  Mamba2 state       conv (intermediate + 2 x groups x state) / t x (kernel - 1 + spec tokens) x conv dtype
-                     + SSM heads / t x head_dim x state x SSM dtype; groups are replicated up to t when t does not
-                     divide them
-  GDN state          conv (2 key_dim + value_dim) / t x (kernel - 1 + spec tokens) x dtype
-                     + value heads / t x key_head_dim x value_head_dim x SSM dtype
-  short conv (LFM2)  conv_dim / t x (L_cache - 1 + spec tokens) x dtype
-  a state layer holds 1 block per request (prefix caching off, mamba cache mode 'none'), 2 ('align'), + spec tokens;
-  with prefix caching, Mamba2 classes that support it (Nemotron-H, Falcon-H1, Granite 4.0-H, Bamba, Jamba, Zamba2)
-  run mode 'all': one state block per block of the request, the block a multiple of lcm(mamba chunk size, 16)
+``vllm/v1/core/kv_cache_utils.py`` (``unify_hybrid_kv_cache_specs``, ``_get_kv_cache_groups_uniform_page_size``,
+``get_kv_cache_config_from_groups``, ``get_max_concurrency_for_kv_cache_config``), ``vllm/platforms/interface.py``
+/ ``vllm/model_executor/models/config.py`` (the hybrid block-size alignment, the mamba cache mode).
 
 Hybrid models with state layers raise the attention block to the smallest multiple of 16 tokens whose page is at
 least the state page, and pad the state page to it.  Attention sinks (gpt-oss) are per-head logits: no KV.
@@ -35,75 +17,38 @@ smaller); every group draws from one pool: num_blocks = available // page // gro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.vllm_versions import version_at_least
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layer_specs import (
+    LAYER_SPECS, STATE_KINDS, FullAttentionSpec, attention_kind, attention_layers, state_layers)
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import cdiv
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.vllm_versions import version_at_least
 
+# vLLM's attention kernels take blocks in multiples of 16 tokens (FlashAttention MultipleOf(16); with fp32
+# mamba state [16, 32, 64], of which the smallest is taken); CacheConfig.DEFAULT_BLOCK_SIZE is 16.
 DEFAULT_BLOCK_SIZE = 16
-# The vLLM CPU engine's block size when the user sets none (vllm/platforms/cpu.py, 0.32.0: 128; 16 for the reference
-# CPU MLA backend). Full-attention-only models hold the same tokens at any block size; sliding-window layers and a
-# max_model_len that is no multiple of it do not (tiny Gemma 3 on the test bed: 41,527 tokens at 128, 43,408 at 16).
-CPU_BLOCK_SIZE = 128
-CPU_MLA_BLOCK_SIZE = 16
 KERNEL_BLOCK_ALIGNMENT = 16
 GROUP_SIZE_SLACK = 1.5
-ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
-STATE_KINDS = ("mamba2", "gdn", "short_conv")
-
-
-class KVSpecError(ValueError):
-    """A config the KV model does not understand; the message names what and the way out."""
+# The first release whose MambaModelConfig always defaults to 'align' (0.22.0 still picks 'all' where supported).
+ALIGN_ONLY_SINCE = "0.32.0"
 
 
 def attention_page_per_token(arch, tp, kv_dtype_bytes):
     """Bytes one token of one attention layer takes on one GPU (vLLM's page_size_bytes at block_size 1)."""
-    mla = arch.get("mla")
-    if mla:
-        return (mla["kv_lora_rank"] + mla["qk_rope_head_dim"]) * kv_dtype_bytes
-    return 2 * max(1, arch["num_kv_heads"] // tp) * arch["head_dim"] * kv_dtype_bytes
+    return LAYER_SPECS[attention_kind(arch)].from_arch(arch, tp, kv_dtype_bytes).page_size_bytes
 
 
-def _tp_share(n, tp, what):
-    if n % tp:
-        raise KVSpecError("tensor parallel size %d does not divide the %d %s" % (tp, n, what))
-    return n // tp
-
-
-def mamba2_state_bytes(m, tp, spec_tokens, dtype_bytes):
-    """One Mamba2 layer's state (MambaStateShapeCalculator.mamba2_state_shape) for one sequence on one GPU."""
-    groups = m["n_groups"] if m["n_groups"] % tp == 0 else tp
-    conv_dim = m["intermediate_size"] + 2 * groups * m["state_size"]
-    conv = _tp_share(conv_dim, tp, "Mamba2 conv channels") * (m["conv_kernel"] - 1 + spec_tokens)
-    ssm = _tp_share(m["num_heads"], tp, "Mamba2 heads") * m["head_dim"] * m["state_size"]
-    return conv * dtype_bytes + ssm * m["ssm_dtype_bytes"]
-
-
-def gdn_state_bytes(g, tp, spec_tokens, dtype_bytes):
-    """One Gated DeltaNet layer's state (gated_delta_net_state_shape) for one sequence on one GPU."""
-    key_dim = g["num_key_heads"] * g["key_head_dim"]
-    value_dim = g["num_value_heads"] * g["value_head_dim"]
-    conv = (2 * key_dim + value_dim) // tp * (g["conv_kernel"] - 1 + spec_tokens) * dtype_bytes
-    ssm = g["num_value_heads"] // tp * g["key_head_dim"] * g["value_head_dim"] * g["ssm_dtype_bytes"]
-    return conv + ssm
-
-
-def short_conv_state_bytes(s, tp, spec_tokens, dtype_bytes):
-    """One short-conv layer's state (short_conv_state_shape) for one sequence on one GPU."""
-    return _tp_share(s["conv_dim"], tp, "short-conv channels") * (s["l_cache"] - 1 + spec_tokens) * dtype_bytes
+def _state_specs(arch, tp=1, spec_tokens=0):
+    """{kind: spec at block 1} of the state kinds the model has layers and sizes of."""
+    counts = arch["layer_counts"]
+    return {k: LAYER_SPECS[k].from_arch(arch, tp, None, spec_tokens) for k in STATE_KINDS
+            if arch.get(LAYER_SPECS[k].dims_key) and counts.get(k)}
 
 
 def state_page_bytes(arch, tp=1, spec_tokens=0):
     """The largest state page of the model's state layers (vLLM unifies them); 0 without state layers."""
-    pages = [0]
-    dtype = arch["dtype_bytes"]
-    if arch.get("mamba2") and arch["layer_counts"].get("mamba2"):
-        pages.append(mamba2_state_bytes(arch["mamba2"], tp, spec_tokens, dtype))
-    if arch.get("linear_attention") and arch["layer_counts"].get("gdn"):
-        pages.append(gdn_state_bytes(arch["linear_attention"], tp, spec_tokens, dtype))
-    if arch.get("short_conv") and arch["layer_counts"].get("short_conv"):
-        pages.append(short_conv_state_bytes(arch["short_conv"], tp, spec_tokens, dtype))
-    return max(pages)
+    return max([0] + [s.page_size_bytes for s in _state_specs(arch, tp, spec_tokens).values()])
 
 
 def block_size_for(page_1, state_page, block_size=None, mamba_chunk=None):
@@ -120,10 +65,6 @@ def block_size_for(page_1, state_page, block_size=None, mamba_chunk=None):
     return max(block_size or DEFAULT_BLOCK_SIZE, align * cdiv(state_page, align * page_1))
 
 
-# The first release whose MambaModelConfig always defaults to 'align' (0.22.0 still picks 'all' where supported).
-ALIGN_ONLY_SINCE = "0.32.0"
-
-
 def mamba_cache_mode(arch, prefix_caching, vllm_version=None):
     """vLLM's mamba cache mode: 'none' without prefix caching; with it 'all' (a state block per block of the
     sequence) for the model classes that support Mamba prefix caching, else 'align' (MambaModelConfig of 0.22.0);
@@ -133,13 +74,6 @@ def mamba_cache_mode(arch, prefix_caching, vllm_version=None):
     if vllm_version and version_at_least(vllm_version, ALIGN_ONLY_SINCE):
         return "align"
     return "all" if arch.get("mamba_prefix_caching_all") else "align"
-
-
-def state_blocks(layout, max_model_len):
-    """State blocks one request holds in each state group (MambaSpec.max_memory_usage_bytes / page)."""
-    if layout["mamba_cache_mode"] == "all":
-        return cdiv(max_model_len, layout["block_size"]) + layout["num_speculative_tokens"]
-    return layout["state_blocks_per_request"]
 
 
 def group_layers(counts):
@@ -154,53 +88,108 @@ def group_layers(counts):
     return size, groups, sum(g * size for g in groups.values()) - sum(counts.values())
 
 
-def blocks_for_kind(kind, window, block, max_model_len, batched_tokens, state_blocks):
-    """Blocks one request of max_model_len tokens holds in one group of this kind (max_memory_usage_bytes / page)."""
-    if kind in ("full", "mla"):
-        return cdiv(max_model_len, block)
-    if kind == "sliding":
-        return cdiv(min(window - 1 + batched_tokens, max_model_len), block) + 1
-    if kind == "chunked":
-        return cdiv(min(window + batched_tokens, max_model_len), block)
-    return state_blocks
-
-
 def kind_counts(arch, mtp_layers=0):
     """Layer counts by KV kind; MTP drafter layers join the full-attention (or MLA) kind."""
     counts = dict(arch["layer_counts"])
     if mtp_layers:
-        key = "mla" if arch.get("mla") else "full"
+        key = attention_kind(arch)
         counts[key] = counts.get(key, 0) + mtp_layers
     return counts
 
 
 def hybrid_manager_default(arch):
-    """Whether vLLM runs its hybrid KV cache manager for this model by default: not with chunked local attention
-    (Llama 4), where vllm/config/vllm.py (0.22.0 and 0.32.0 alike) turns it off for a latency regression unless
-    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1."""
-    return not arch["layer_counts"].get("chunked")
+    """Whether vLLM runs its hybrid KV cache manager for this model by default: not when a kind of its layers says
+    no (chunked local attention, ChunkedLocalAttentionSpec)."""
+    return all(LAYER_SPECS[k].hybrid_manager_default for k, n in arch["layer_counts"].items() if n)
+
+
+def _windowed_layers(counts):
+    return sum(n for k, n in counts.items() if LAYER_SPECS[k].windowed)
 
 
 def unify_without_hybrid_manager(counts):
     """Layer counts as vLLM's unify_hybrid_kv_cache_specs leaves them when the hybrid manager is off: next to
-    full-attention layers, sliding-window and chunked layers become full attention (they keep the whole context);
-    a model of windowed layers only keeps its one kind."""
-    if not (counts.get("full") and (counts.get("sliding") or counts.get("chunked"))):
+    full-attention layers, windowed layers (sliding window, chunked) become full attention (they keep the whole
+    context); a model of windowed layers only keeps its kind."""
+    full = FullAttentionSpec.kind
+    if not (counts.get(full) and _windowed_layers(counts)):
         return counts
-    out = {k: n for k, n in counts.items() if k not in ("sliding", "chunked")}
-    out["full"] = counts["full"] + counts.get("sliding", 0) + counts.get("chunked", 0)
+    out = {k: n for k, n in counts.items() if not LAYER_SPECS[k].windowed}
+    out[full] = counts[full] + _windowed_layers(counts)
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class KVLayout:  # pylint: disable=too-many-instance-attributes
+    """The KV cache layout of one GPU of a TP group (build_layout).  Its fields, in this order, are the plan's
+    ``kv_cache_layout`` keys (to_dict); ``specs`` holds each kind's LayerSpec at ``block_size``."""
+
+    attention_page_bytes_per_token: int
+    block_size: int
+    page_bytes: int
+    group_size: int
+    kind_groups: dict
+    kind_layers: dict
+    windows: dict
+    windowed_as_full: int
+    attention_layers: int
+    state_layers: int
+    attention_groups: int
+    state_groups: int
+    padding_layers: int
+    num_speculative_tokens: int
+    mamba_cache_mode: str | None
+    state_page_bytes: int
+    state_padding_pct: float
+    # per state group; in mode 'all' one per block of the request (state_blocks)
+    state_blocks_per_request: int
+    specs: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def to_dict(self):
+        """The plan's ``kv_cache_layout`` fact (every field but ``specs``)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            if f.name != "specs":
+                value = getattr(self, f.name)
+                out[f.name] = dict(value) if isinstance(value, dict) else value
+        return out
+
+    def blocks_per_request(self, max_model_len, batched_tokens=None):
+        """Blocks one request of max_model_len tokens takes from the shared pool, all groups together; windowed
+        groups hold at most their window plus one batch of ``batched_tokens`` (default max_model_len)."""
+        batched = batched_tokens or max_model_len
+        return sum(groups * self.specs[kind].blocks_per_request(max_model_len, batched)
+                   for kind, groups in self.kind_groups.items())
+
+    def smallest_request_blocks(self, batched_tokens=None):
+        """Blocks a one-token sequence holds (every group's first block, state groups their state blocks)."""
+        return self.blocks_per_request(1, batched_tokens)
+
+    def state_blocks(self, max_model_len):
+        """State blocks one request holds in each state group (MambaSpec.max_memory_usage_bytes / page)."""
+        state = [s for s in self.specs.values() if s.holds_state]
+        if not state:
+            return self.state_blocks_per_request
+        return state[0].blocks_per_request(max_model_len, max_model_len)
+
+
+def _spec_at(cls, arch, tp, kvb, block, spec_tokens, mode):
+    """A kind's LayerSpec at the layout's block size (state specs with the mamba cache mode)."""
+    spec = cls.from_arch(arch, tp, kvb, spec_tokens)
+    if spec.holds_state:
+        spec = dataclasses.replace(spec, mamba_cache_mode=mode, num_speculative_blocks=spec_tokens)
+    return dataclasses.replace(spec, block_size=block)
 
 
 def build_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, spec_tokens=0, prefix_caching=False,
                  block_size=None, hybrid_manager=None, vllm_version=None):
-    """The KV cache layout of one GPU of a TP group: block size, page, the groups and what each request holds.
+    """The KV cache layout of one GPU of a TP group (a KVLayout).  ``block_size``: "cpu" for the CPU engine's.
     ``hybrid_manager``: vLLM's hybrid KV cache manager on or off (None: vLLM's default, hybrid_manager_default)."""
     kvb = kv_dtype_bytes or arch["dtype_bytes"]
     if block_size == "cpu":
-        block_size = CPU_MLA_BLOCK_SIZE if arch.get("mla") else CPU_BLOCK_SIZE
+        block_size = LAYER_SPECS[attention_kind(arch)].cpu_block_size
     counts = kind_counts(arch, mtp_layers)
-    windowed = sum(counts.get(k, 0) for k in ("sliding", "chunked"))
+    windowed = _windowed_layers(counts)
     if not (hybrid_manager_default(arch) if hybrid_manager is None else hybrid_manager):
         counts = unify_without_hybrid_manager(counts)
     page_1 = attention_page_per_token(arch, tp, kvb)
@@ -208,33 +197,15 @@ def build_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, spec_tokens=0, p
     mode = mamba_cache_mode(arch, prefix_caching, vllm_version) if raw else None
     block = block_size_for(page_1, raw, block_size, arch.get("mamba_chunk_size") if mode == "all" else None)
     size, groups, padding = group_layers(counts)
-    attn = sum(g for k, g in groups.items() if k in ATTENTION_KINDS)
-    state = sum(g for k, g in groups.items() if k in STATE_KINDS)
     page = block * page_1
-    return dict(
+    return KVLayout(
         attention_page_bytes_per_token=page_1, block_size=block, page_bytes=page, group_size=size,
         kind_groups=groups, kind_layers=counts,
         windows={k: w for k, w in (arch.get("windows") or {}).items() if k in counts},
-        windowed_as_full=windowed - sum(counts.get(k, 0) for k in ("sliding", "chunked")),
-        attention_layers=sum(n for k, n in counts.items() if k in ATTENTION_KINDS),
-        state_layers=sum(n for k, n in counts.items() if k in STATE_KINDS),
-        attention_groups=attn, state_groups=state, padding_layers=padding, num_speculative_tokens=spec_tokens,
-        mamba_cache_mode=mode, state_page_bytes=raw,
+        windowed_as_full=windowed - _windowed_layers(counts),
+        attention_layers=attention_layers(counts), state_layers=state_layers(counts),
+        attention_groups=attention_layers(groups), state_groups=state_layers(groups), padding_layers=padding,
+        num_speculative_tokens=spec_tokens, mamba_cache_mode=mode, state_page_bytes=raw,
         state_padding_pct=100.0 * (page - raw) / raw if raw else 0.0,
-        # per state group; in mode 'all' one per block of the request (state_blocks)
-        state_blocks_per_request=((2 if prefix_caching else 1) + spec_tokens) if raw else 0)
-
-
-def blocks_per_request(layout, max_model_len, batched_tokens=None):
-    """Blocks one request of max_model_len tokens takes from the shared pool, all groups together."""
-    batched = batched_tokens or max_model_len
-    total = 0
-    for kind, groups in layout["kind_groups"].items():
-        total += groups * blocks_for_kind(kind, layout["windows"].get(kind, 0), layout["block_size"],
-                                          max_model_len, batched, state_blocks(layout, max_model_len))
-    return total
-
-
-def smallest_request_blocks(layout, batched_tokens=None):
-    """Blocks a one-token sequence holds (every group's first block, state groups their state blocks)."""
-    return blocks_per_request(layout, 1, batched_tokens)
+        state_blocks_per_request=((2 if prefix_caching else 1) + spec_tokens) if raw else 0,
+        specs={k: _spec_at(LAYER_SPECS[k], arch, tp, kvb, block, spec_tokens, mode) for k in counts})

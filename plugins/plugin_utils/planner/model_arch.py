@@ -25,7 +25,7 @@ known): anything else is refused, naming what is not understood and the way out.
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.kv_specs import KVSpecError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import KVSpecError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import cdiv
 
 # vLLM model class -> first vLLM release that serves it (None: not checked, older than anything this collection

@@ -30,7 +30,8 @@ import os
 import re
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engine_memory, model_arch
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.kv_specs import KVSpecError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import KVSpecError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layer_specs import attention_layers, state_layers
 
 DTYPE_BYTES = {
     "float32": 4, "float": 4, "fp32": 4,
@@ -168,14 +169,14 @@ def _normalize(config, where="config"):
     kinds = model_arch.layer_kinds(text, config, layers, where)
     counts = model_arch.count_kinds(kinds, mla=bool(mla), parallel_mamba=model_type == "falcon_h1")
     gdn, mamba, conv = _state_dims(text, counts, hidden, dtype, model_type, where)
-    attention = sum(counts.get(k, 0) for k in ("full", "sliding", "chunked", "mla"))
+    attention = attention_layers(counts)
     qc = config.get("quantization_config") or text.get("quantization_config") or {}
     return {
         "model_type": model_type, "architectures": list(config.get("architectures") or text.get("architectures") or []),
         "architecture": architecture, "min_vllm_version": min_version,
         "hidden_size": hidden, "num_layers": layers, "layer_counts": counts,
         "windows": model_arch.windows(text, counts),
-        "full_attention_layers": attention, "linear_attention_layers": sum(counts.get(k, 0) for k in ("gdn", "mamba2", "short_conv")),
+        "full_attention_layers": attention, "linear_attention_layers": state_layers(counts),
         "num_attention_heads": heads, "num_kv_heads": 1 if mla else int(_first(text, "num_key_value_heads",
                                                                                default=heads)),
         "head_dim": int(_first(text, "head_dim", default=hidden // heads)),

@@ -22,12 +22,12 @@ stage holds the token embeddings, the last the LM head (a tied head is loaded ag
 from __future__ import annotations
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engine_memory as EM
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import layer_specs as LS
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 
 # Hosts a plan may span (vLLM itself has no limit; a bound keeps the search and the suggestions short).
 MAX_HOSTS = 16
 SUGGESTED_HOST_COUNTS = (2, 3, 4, 6, 8)
-STATE_KINDS = ("gdn", "mamba2", "short_conv")
 
 
 def pp_partitions(num_layers, pp_size, partition=None):
@@ -133,8 +133,8 @@ def stage_arch(arch, start, end):
     a = dict(arch)
     a["num_layers"] = end - start
     a["layer_counts"] = counts
-    a["full_attention_layers"] = sum(counts.get(k, 0) for k in ("full", "sliding", "chunked", "mla"))
-    a["linear_attention_layers"] = sum(counts.get(k, 0) for k in STATE_KINDS)
+    a["full_attention_layers"] = LS.attention_layers(counts)
+    a["linear_attention_layers"] = LS.state_layers(counts)
     a["windows"] = {k: w for k, w in (arch.get("windows") or {}).items() if counts.get(k)}
     sizes = arch.get("moe_sizes")
     if arch.get("moe") and sizes:

@@ -81,12 +81,6 @@ DEFAULT_RESERVED_FRACTION = 0.01
 # 8192 on GPUs with 70 GiB or more, 2048 on smaller ones.  Set explicitly so the estimate holds.
 BATCHED_TOKENS_LARGE = 8192
 BATCHED_TOKENS_SMALL = 2048
-# vLLM's attention kernels take blocks in multiples of 16 tokens (FlashAttention MultipleOf(16); with fp32
-# mamba state [16, 32, 64], of which the smallest is taken); CacheConfig.DEFAULT_BLOCK_SIZE is 16.
-KERNEL_BLOCK_ALIGNMENT = 16
-DEFAULT_BLOCK_SIZE = 16
-GROUP_SIZE_SLACK = 1.5
-BLOCK_TOKENS = DEFAULT_BLOCK_SIZE
 DEFAULT_UTILIZATION = 0.9
 
 TABLE_HEADER = ("| hardware | model | fits | layout | KV cache (tokens/replica) | max concurrency @ context "
@@ -119,7 +113,7 @@ def state_bytes_per_sequence(arch, tp=1):
 
 def kv_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, num_speculative_tokens=0, prefix_caching=False,
               block_size=None, hybrid_manager=None, vllm_version=None):
-    """vLLM's KV cache layout for one GPU of a TP group (kv_specs.build_layout).  ``mtp_layers``: extra
+    """vLLM's KV cache layout for one GPU of a TP group (a kv_specs.KVLayout, kv_specs.build_layout).  ``mtp_layers``: extra
     full-attention layers of an MTP drafter (when MTP is on).  ``block_size``: "cpu" for the CPU engine's.
     ``hybrid_manager``: vLLM's hybrid KV cache manager on / off (None: vLLM's default for the model)."""
     return K.build_layout(arch, tp, kv_dtype_bytes, mtp_layers, num_speculative_tokens, prefix_caching, block_size,
@@ -129,16 +123,16 @@ def kv_layout(arch, tp=1, kv_dtype_bytes=None, mtp_layers=0, num_speculative_tok
 def blocks_per_request(layout, max_model_len, batched_tokens=None):
     """Blocks one request of max_model_len tokens takes from the shared pool (all groups together); sliding and
     chunked groups hold at most their window plus one batch of ``batched_tokens``."""
-    return K.blocks_per_request(layout, max_model_len, batched_tokens)
+    return layout.blocks_per_request(max_model_len, batched_tokens)
 
 
 def capacity(layout, available_bytes, max_model_len, batched_tokens=None):
     """What ``available_bytes`` of KV cache memory on each GPU holds: vLLM's num_blocks, its "Maximum
     concurrency" (float) and its "GPU KV cache size" (tokens), and how many short sequences fit at once."""
-    num_blocks = max(0, int(available_bytes) // layout["page_bytes"] // layout["group_size"])
+    num_blocks = max(0, int(available_bytes) // layout.page_bytes // layout.group_size)
     per_req = blocks_per_request(layout, max_model_len, batched_tokens)
     conc = num_blocks / per_req
-    smallest = K.smallest_request_blocks(layout, batched_tokens)
+    smallest = layout.smallest_request_blocks(batched_tokens)
     return dict(num_blocks=num_blocks, blocks_per_request=per_req, max_concurrency=conc,
                 kv_tokens=int(conc * max_model_len), short_sequence_capacity=num_blocks // smallest)
 
@@ -204,12 +198,12 @@ def _memory_for(arch, profile, group, gpus, t, util, max_model_len, max_num_seqs
     w_rank = int(math.ceil((w if stage_weights is None else stage_weights) / t))
     batched = batched_tokens or default_batched_tokens(mem_total)
     problem = None
-    if layout["mamba_cache_mode"] == "align" and layout["block_size"] > batched:
+    if layout.mamba_cache_mode == "align" and layout.block_size > batched:
         if batched_tokens:
             problem = ("with prefix caching (mamba cache mode 'align') vLLM needs max_num_batched_tokens >= the "
-                       "%d-token block; %d was given" % (layout["block_size"], batched))
+                       "%d-token block; %d was given" % (layout.block_size, batched))
         else:
-            batched = layout["block_size"]
+            batched = layout.block_size
     seqs_for_profile = max_num_seqs or DEFAULT_MAX_NUM_SEQS[objective]
     terms = overhead_terms(arch, t, seqs_for_profile, batched, opts["enforce_eager"])
     over = sum(terms.values())
@@ -234,7 +228,7 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
     c = capacity(layout, avail, max_model_len, terms.get("max_num_batched_tokens"))
     r.update(num_blocks=c["num_blocks"], kv_tokens=c["kv_tokens"], max_concurrency=c["max_concurrency"],
              blocks_per_request=c["blocks_per_request"], short_sequence_capacity=c["short_sequence_capacity"])
-    hybrid = layout["state_groups"] > 0
+    hybrid = layout.state_groups > 0
     if max_num_seqs:
         seqs = max_num_seqs
         if hybrid and seqs > c["num_blocks"]:
@@ -246,8 +240,7 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
             r["seq_warning"] = ("max_num_seqs %d is more than the %d sequences whose state blocks fit at once "
                                 "(%d blocks per sequence); the rest wait or are preempted"
                                 % (seqs, c["short_sequence_capacity"],
-                                   layout["attention_groups"] + layout["state_groups"]
-                                   * K.state_blocks(layout, max_model_len)))
+                                   layout.attention_groups + layout.state_groups * layout.state_blocks(max_model_len)))
     else:
         seqs = min(DEFAULT_MAX_NUM_SEQS[objective], c["short_sequence_capacity"] if hybrid else
                    DEFAULT_MAX_NUM_SEQS[objective])
@@ -259,7 +252,7 @@ def _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, terms)
         return r
     if c["num_blocks"] < c["blocks_per_request"]:
         r["problem"] = ("the KV cache holds %d blocks of %d tokens, less than the %d blocks one %d-token "
-                        "sequence takes" % (c["num_blocks"], layout["block_size"], c["blocks_per_request"],
+                        "sequence takes" % (c["num_blocks"], layout.block_size, c["blocks_per_request"],
                                             max_model_len))
         return r
     r["fits"] = True
@@ -405,14 +398,16 @@ def _layout_options(profile, objective, features, kv_dtype_bytes):
 
 
 def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="auto", objective="throughput",
-               hybrid_manager=None, vllm_version=None):
+               hybrid_manager=None, vllm_version=None, block_size=None):
     """The KV layout (kv_layout) of a profile served with these settings, without any memory model: what the
-    boot-log replay needs to turn vLLM's logged available memory into blocks and concurrency."""
+    boot-log replay needs to turn vLLM's logged available memory into blocks and concurrency, and the CPU
+    suggestion its pool size (``block_size`` "cpu")."""
     arch = profile["arch"]
     kvb = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
     o = _layout_options(profile, objective, features, kvb)
     return kv_layout(arch, tensor_parallel_size, kvb, o["mtp_layers"], o["num_speculative_tokens"],
-                     o["prefix_caching"], hybrid_manager=hybrid_manager, vllm_version=vllm_version)
+                     o["prefix_caching"], block_size=block_size, hybrid_manager=hybrid_manager,
+                     vllm_version=vllm_version)
 
 
 def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, opts, features, hybrid, reasons,
@@ -437,7 +432,7 @@ def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, 
         reasons.append(lr)
     reasons.append("CPU engine: the KV cache budget is --kv-cache-memory-bytes %d (%.1f MiB) = %d blocks of %d "
                    "tokens = %d tokens at %d bytes per token (max concurrency %.2fx at %d tokens)."
-                   % (kv_budget, kv_budget / MIB, r["num_blocks"], layout["block_size"], r["kv_tokens"], kv_tok,
+                   % (kv_budget, kv_budget / MIB, r["num_blocks"], layout.block_size, r["kv_tokens"], kv_tok,
                       r["max_concurrency"], max_model_len))
     if r["problem"]:
         reasons.append("Does not fit: %s." % r["problem"])
@@ -451,7 +446,7 @@ def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, 
         weights_bytes=profile["weights_bytes"], weights_bytes_per_gpu=0, overhead_bytes_per_gpu=0,
         kv_cache_memory_bytes=kv_budget, available_kv_cache_memory_bytes=kv_budget,
         kv_cache_tokens=r["kv_tokens"], kv_cache_tokens_total=r["kv_tokens"],
-        kv_cache_blocks=r["num_blocks"], kv_cache_block_size=layout["block_size"], kv_cache_layout=layout,
+        kv_cache_blocks=r["num_blocks"], kv_cache_block_size=layout.block_size, kv_cache_layout=layout.to_dict(),
         max_num_seqs=r["max_num_seqs"], max_num_batched_tokens=None, gpu_memory_utilization=None,
         max_concurrency=_round_conc(r), max_concurrency_at_max_model_len=_full_seqs(r),
         max_concurrency_total=_full_seqs(r), full_context_sequences_total=_full_seqs(r),
@@ -513,7 +508,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
     if e["fits"]:
         reasons.append("KV cache per replica: %d blocks of %d tokens; a %d-token request takes %d, so vLLM will log "
                        "'GPU KV cache size: %s tokens' and 'Maximum concurrency for %s tokens per request: %.2fx'; "
-                       "max_num_seqs %d." % (e["num_blocks"], layout["block_size"], max_model_len,
+                       "max_num_seqs %d." % (e["num_blocks"], layout.block_size, max_model_len,
                                              e["blocks_per_request"], "{:,}".format(e["kv_tokens"]),
                                              "{:,}".format(max_model_len), e["max_concurrency"], e["max_num_seqs"]))
         if e.get("seq_warning"):
@@ -532,7 +527,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
         available_kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]),
         kv_cache_memory_bytes=max(0, e["available_bytes_per_gpu"]) * t,
         kv_cache_tokens=e["kv_tokens"], kv_cache_tokens_total=e["kv_tokens"] * len(groups),
-        kv_cache_blocks=e["num_blocks"], kv_cache_block_size=layout["block_size"], kv_cache_layout=layout,
+        kv_cache_blocks=e["num_blocks"], kv_cache_block_size=layout.block_size, kv_cache_layout=layout.to_dict(),
         max_num_seqs=e["max_num_seqs"], max_num_batched_tokens=e["max_num_batched_tokens"],
         gpu_memory_utilization=util, max_concurrency=_round_conc(e),
         max_concurrency_at_max_model_len=full, max_concurrency_total=full * len(groups),

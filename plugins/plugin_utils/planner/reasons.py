@@ -9,48 +9,45 @@ from __future__ import annotations
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import gib
 
-_STATE_NAMES = {"gdn": "Gated DeltaNet", "mamba2": "Mamba2", "short_conv": "short-conv"}
-
 
 def _layout_reason(layout, t):
-    parts = [_window_reason(layout)] if layout.get("windows") else []
-    if layout.get("windowed_as_full"):
+    """The plan's sentence on a KVLayout: windowed groups, windowed layers kept whole, and the hybrid pages."""
+    parts = [_window_reason(layout)] if layout.windows else []
+    if layout.windowed_as_full:
         parts.append("vLLM turns its hybrid KV cache manager off for chunked local attention (a latency regression; "
                      "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 turns it on), so its %d windowed layers "
                      "keep the whole context like the others: planned as vLLM runs it by default."
-                     % layout["windowed_as_full"])
-    if layout["state_groups"]:
-        kind = next((_STATE_NAMES[k] for k in layout["kind_groups"] if k in _STATE_NAMES), "state")
+                     % layout.windowed_as_full)
+    if layout.state_groups:
+        kind = next((layout.specs[k].title for k in layout.kind_groups if layout.specs[k].holds_state), "state")
         parts.append(
             "KV cache layout (vLLM's hybrid arithmetic, per GPU of TP%d): one %s state page is %d "
             "bytes per layer, so the attention block is raised to %d tokens (%d bytes per layer, the state page "
             "padded %.2f%% to equal it); the %d attention + %d linear-attention layers form %d + %d groups of %d "
             "sharing one block pool; a request takes ceil(max_model_len / %d) attention blocks plus %s per "
             "linear-attention group (mamba cache mode '%s'); nothing is reserved up front."
-            % (t, kind, layout["state_page_bytes"], layout["block_size"], layout["page_bytes"],
-               layout["state_padding_pct"], layout["attention_layers"], layout["state_layers"],
-               layout["attention_groups"], layout["state_groups"], layout["group_size"], layout["block_size"],
-               _state_blocks_text(layout), layout["mamba_cache_mode"]))
+            % (t, kind, layout.state_page_bytes, layout.block_size, layout.page_bytes,
+               layout.state_padding_pct, layout.attention_layers, layout.state_layers,
+               layout.attention_groups, layout.state_groups, layout.group_size, layout.block_size,
+               _state_blocks_text(layout), layout.mamba_cache_mode))
     return " ".join(parts) or None
 
 
 def _state_blocks_text(layout):
-    if layout["mamba_cache_mode"] == "all":
+    if layout.mamba_cache_mode == "all":
         return "as many state blocks (one state per block, for prefix caching)"
-    n = layout["state_blocks_per_request"]
+    n = layout.state_blocks_per_request
     return "%d state block%s" % (n, "s" if n > 1 else "")
 
 
 def _window_reason(layout):
     """Sliding-window / chunked layers hold their window plus one batch, not the whole context."""
     text = []
-    for kind, w in sorted(layout["windows"].items()):
-        text.append("%d %s layers (window %d tokens) in %d group%s of %d: a request holds at most "
-                    "cdiv(min(%s + max_num_batched_tokens, max_model_len), %d)%s blocks in each"
-                    % (layout["kind_layers"][kind], "sliding-window" if kind == "sliding" else "chunked local-attention",
-                       w, layout["kind_groups"][kind], "s" if layout["kind_groups"][kind] > 1 else "",
-                       layout["group_size"], "window - 1" if kind == "sliding" else "chunk", layout["block_size"],
-                       " + 1" if kind == "sliding" else ""))
+    for kind, w in sorted(layout.windows.items()):
+        groups = layout.kind_groups[kind]
+        text.append("%d %s layers (window %d tokens) in %d group%s of %d: a request holds at most %s blocks in each"
+                    % (layout.kind_layers[kind], layout.specs[kind].title, w, groups, "s" if groups > 1 else "",
+                       layout.group_size, layout.specs[kind].blocks_formula()))
     return "KV cache layout (vLLM's hybrid allocator): %s; the other layers hold the whole context." % "; ".join(text)
 
 

@@ -259,7 +259,7 @@ def replay(boot, profile, gpu_facts=None):
     if boot.get("available_kv_cache_bytes") is not None and boot.get("max_model_len"):
         c = P.capacity(layout, boot["available_kv_cache_bytes"], boot["max_model_len"])
         cap = {"blocks": c["num_blocks"], "max_concurrency": round(c["max_concurrency"], 2),
-               "kv_tokens": c["kv_tokens"], "block_size": layout["block_size"]}
+               "kv_tokens": c["kv_tokens"], "block_size": layout.block_size}
     plan = None
     if gpu_facts is not None:
         plan = P.plan(gpu_facts, profile, tensor_parallel_size=tp, replicas=1, **kw)
@@ -267,7 +267,7 @@ def replay(boot, profile, gpu_facts=None):
     else:
         cmp_ = compare_with_plan(boot, {"kv_cache_tokens": (cap or {}).get("kv_tokens"),
                                         "max_concurrency": (cap or {}).get("max_concurrency"),
-                                        "kv_cache_block_size": layout["block_size"],
+                                        "kv_cache_block_size": layout.block_size,
                                         "max_model_len": boot.get("max_model_len"),
                                         "available_kv_cache_memory_bytes": boot.get("available_kv_cache_bytes")})
     return {"inputs": inputs, "from_logged_memory": cap, "plan": plan, "comparison": cmp_}

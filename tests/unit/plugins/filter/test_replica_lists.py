@@ -15,7 +15,7 @@ REPLICAS = [{"name": 0, "port": 8000, "gpus": [0]}, {"name": "b", "port": "8001"
 @pytest.mark.parametrize("bind,address", [("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("127.0.0.1", "127.0.0.1"),
                                           ("10.0.0.7", "10.0.0.7")])
 def test_the_edge_forwards_to_vllm_behind_the_offset_on_the_address_this_host_reaches(bind, address):
-    assert SL.edge_members(REPLICAS, bind, "10000") == [
+    assert F["edge_members"](REPLICAS, bind, "10000") == [
         {"name": 0, "port": 8000, "address": address, "backend_port": 18000},
         {"name": "b", "port": 8001, "address": address, "backend_port": 18001}]
 
@@ -25,7 +25,7 @@ def test_without_the_offset_the_edge_member_is_the_replica_port():
 
 
 def test_the_watchdog_probes_each_replica_by_its_unit_container_and_env_file():
-    assert SL.watchdog_targets(REPLICAS, "http://127.0.0.1:", 10000, "/etc/llmfleet") == [
+    assert F["watchdog_targets"](REPLICAS, "http://127.0.0.1:", 10000, "/etc/llmfleet") == [
         {"name": 0, "url": "http://127.0.0.1:18000", "unit": "llmfleet-vllm@0.service", "container": "llmfleet-vllm-0",
          "env_file": "/etc/llmfleet/vllm-0.env"},
         {"name": "b", "url": "http://127.0.0.1:18001", "unit": "llmfleet-vllm@b.service", "container": "llmfleet-vllm-b",
@@ -46,11 +46,11 @@ def test_replica_files_refuse_contents_that_do_not_match_the_replicas():
         F["replica_files"](REPLICAS, "/etc/llmfleet", [{"suffix": ".env", "contents": ["only one"]}])
 
 
-def test_the_filter_refuses_what_is_no_list_of_replicas():
+def test_the_filters_refuse_what_is_no_list_of_replicas():
     with pytest.raises(AnsibleFilterError):
-        F["replica_files"]([{"name": "0"}], "/etc/llmfleet", [])
+        F["edge_members"]([{"name": "0"}], "127.0.0.1", 0)
     with pytest.raises(AnsibleFilterError):
-        F["replica_files"]("0", "/etc/llmfleet", [])
+        F["watchdog_targets"]("0", "http://127.0.0.1:", 0, "/etc/llmfleet")
 
 
 @pytest.mark.parametrize("address,scope", [("0.0.0.0", "wildcard"), ("::", "wildcard"), ("[::]", "wildcard"),

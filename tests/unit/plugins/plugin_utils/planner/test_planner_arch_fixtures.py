@@ -86,10 +86,10 @@ def test_layout_from_vllms_own_memory_is_exact(case):
     # the attention groups' block size: on a hybrid vLLM raises it so attention and state pages match (RESULT_JSON's
     # block_size is the front end's configured 16)
     attention_block = next(g["block_size"] for g in probe["kv_cache_groups"] if g["spec"] != "MambaSpec")
-    assert layout["block_size"] == attention_block
-    assert layout["page_bytes"] == probe["kv_cache_groups"][0]["page_size_bytes"]
-    assert layout["group_size"] == max(g["layers"] for g in probe["kv_cache_groups"])
-    assert layout["attention_groups"] + layout["state_groups"] == len(probe["kv_cache_groups"])
+    assert layout.block_size == attention_block
+    assert layout.page_bytes == probe["kv_cache_groups"][0]["page_size_bytes"]
+    assert layout.group_size == max(g["layers"] for g in probe["kv_cache_groups"])
+    assert layout.attention_groups + layout.state_groups == len(probe["kv_cache_groups"])
     cap = P.capacity(layout, probe["available_kv_cache_memory_bytes"], int(_flag(argv, "--max-model-len")),
                      run["max_num_batched_tokens"])
     assert cap["num_blocks"] == run["num_gpu_blocks"]

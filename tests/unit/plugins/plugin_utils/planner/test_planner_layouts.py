@@ -94,10 +94,10 @@ def test_mtp_adds_a_drafter_attention_layer_and_speculative_state():
 
 def test_layout_per_tp_size_follows_vllms_block_size_rule():
     # Qwen3.5 BF16: TP1/TP2 1056-token blocks, TP4 528 (KV heads replicated), TP8 272.
-    sizes = {t: P.layout_for(BF16, t)["block_size"] for t in (1, 2, 4, 8)}
+    sizes = {t: P.layout_for(BF16, t).block_size for t in (1, 2, 4, 8)}
     assert sizes == {1: 1056, 2: 1056, 4: 528, 8: 272}
     # FP8 KV cache halves the attention page: the block doubles.
-    assert P.layout_for(BF16, 1, kv_cache_dtype="fp8")["block_size"] == 2096
+    assert P.layout_for(BF16, 1, kv_cache_dtype="fp8").block_size == 2096
     # Plain attention (the tiny test model): 16-token blocks, one group of every layer.
     tiny = P.layout_for(PROFILES["llmfleet-test/tiny-qwen3-moe"], 1)
-    assert (tiny["block_size"], tiny["group_size"], tiny["state_groups"]) == (16, 4, 0)
+    assert (tiny.block_size, tiny.group_size, tiny.state_groups) == (16, 4, 0)
