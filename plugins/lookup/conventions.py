@@ -52,6 +52,10 @@ _raw:
     replica_units_glob:
       description: A glob that matches every replica's unit (for C(systemctl list-units)).
       type: str
+    replica_container_prefix:
+      description: What every replica's container name starts with (C(llmfleet-vllm-); the container is C(<prefix><replica>)).
+      type: str
+      version_added: 1.1.0
     replica_containers_regex:
       description: A regular expression that matches every replica's container name (for C(docker ps --filter name=)).
       type: str
@@ -71,6 +75,7 @@ def names():
         "replica_unit_prefix": CV.REPLICA_UNIT_PREFIX,
         "replica_unit_template": CV.REPLICA_UNIT_PREFIX + ".service",
         "replica_units_glob": CV.REPLICA_UNIT_PREFIX + "*",
+        "replica_container_prefix": CV.REPLICA_CONTAINER_PREFIX,
         "replica_containers_regex": "^" + CV.REPLICA_CONTAINER_PREFIX,
     }
 

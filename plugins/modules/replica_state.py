@@ -223,7 +223,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.restart_verd
 from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.host_files import model_dir_digest, read_text
 from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.host_state import UNIT_PROPERTIES, unit_properties
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import model_dir_problems
-from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.serving_identity import MANIFEST_LABEL
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.conventions import MANIFEST_LABEL
 
 INSPECT_FORMAT = ("{{json .Name}}\t{{json .Created}}\t{{json .State.Running}}\t{{json .NetworkSettings.Ports}}"
                   "\t{{json .Config.Labels}}\t{{json .HostConfig.NetworkMode}}")

@@ -25,6 +25,11 @@ REPLICA_CONTAINER_PREFIX = "llmfleet-vllm-"
 EDGE_UNIT = "llmfleet-edge.service"
 WATCHDOG_UNIT = "llmfleet-watchdog.service"
 WATCHDOG_TIMER = "llmfleet-watchdog.timer"
+# The labels of a replica's container (replica_state reads the manifest and image labels back).
+REPLICA_LABEL = "llmfleet.vllm.replica"
+SERVED_MODEL_LABEL = "llmfleet.vllm.served-model-name"
+MANIFEST_LABEL = "llmfleet.vllm.model-manifest"
+IMAGE_LABEL = "llmfleet.vllm.image-id"
 
 # ---- address scopes -------------------------------------------------------------------------------------------
 # Every spelling of "this host only" and of "every address" (an empty bind address binds every address too).

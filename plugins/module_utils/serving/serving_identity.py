@@ -26,9 +26,6 @@ __metaclass__ = type
 import hashlib
 import json
 
-# The container label that carries the manifest digest (also in serving.json and the known-good record).
-MANIFEST_LABEL = "llmfleet.vllm.model-manifest"
-IMAGE_LABEL = "llmfleet.vllm.image-id"
 REPLICA_FILE_KINDS = ("run", "env", "unit.conf")
 
 

@@ -14,20 +14,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 # The replica units (llmfleet-vllm@<name>.service), their containers (llmfleet-vllm-<name>), the edge, the watchdog.
 SPELT = re.compile(r"llmfleet-vllm@|llmfleet-vllm-|llmfleet-edge\.service|llmfleet-watchdog\.(?:service|timer)")
 
-# Being converted in the replica-spec change (#38 item 3: vllm_server applies a tested replica spec, the balancer and
-# the edge their configuration the same way), which takes these names from the conventions too; delete this set once
-# that change is merged.
-REPLICA_SPEC_EXEMPT = {
-    "roles/vllm_server/tasks/main.yml",
-    "roles/vllm_server/tasks/start.yml",
-    "roles/vllm_server/tasks/rollback.yml",
-    "roles/vllm_server/vars/main.yml",
-    "roles/vllm_server/templates/",
-    "roles/loadbalancer/tasks/",
-    "roles/loadbalancer/templates/",
-}
-
-
 def data_files():
     """Every file of roles/ and playbooks/ that a play runs or renders (not README, not argument_specs)."""
     paths = glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))
@@ -35,10 +21,6 @@ def data_files():
         paths += glob.glob(os.path.join(ROOT, "roles", "*", part, "*.yml"))
     paths += glob.glob(os.path.join(ROOT, "roles", "*", "templates", "**", "*.j2"), recursive=True)
     return sorted(os.path.relpath(path, ROOT) for path in paths)
-
-
-def exempt(path):
-    return any(path == entry or (entry.endswith("/") and path.startswith(entry)) for entry in REPLICA_SPEC_EXEMPT)
 
 
 def spelt_out(path):
@@ -57,7 +39,7 @@ def test_the_files_are_found():
 
 
 def test_no_role_template_or_playbook_spells_a_shared_name():
-    found = ["%s: %s" % (path, text) for path in data_files() if not exempt(path) for text in spelt_out(path)]
+    found = ["%s: %s" % (path, text) for path in data_files() for text in spelt_out(path)]
     assert found == [], ("Take the name from the llmfleet.vllm.conventions lookup or the replica_unit / "
                          "replica_container filters (plugins/module_utils/host_agent/conventions.py spells it):\n" + "\n".join(found))
 
@@ -70,7 +52,3 @@ def test_the_measure_finds_a_name_where_it_is_spelt(tmp_path, monkeypatch):
                                     "  ansible.builtin.systemd_service: {name: llmfleet-edge.service}\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
     assert spelt_out("roles/demo/tasks/main.yml") == ["llmfleet-edge.service"]
-
-
-def test_the_exempt_paths_exist():
-    assert [entry for entry in REPLICA_SPEC_EXEMPT if not os.path.exists(os.path.join(ROOT, entry))] == []

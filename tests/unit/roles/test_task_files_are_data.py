@@ -20,39 +20,15 @@ EXPRESSION_FILES = sorted(TASK_FILES + glob.glob(os.path.join(ROOT, "roles", "*"
 MAX_CHARS = 160
 MAX_FILTERS = 4
 
-# Being converted in the replica-spec change (#38 item 3: vllm_server's tasks apply a tested replica spec, and the
-# balancer's and the edge's configuration the same way), which brings them within the limits; delete this set once
-# that change is merged.
-REPLICA_SPEC_EXEMPT = {
-    "roles/vllm_server/tasks/main.yml",
-    "roles/vllm_server/tasks/start.yml",
-    "roles/vllm_server/tasks/rollback.yml",
-    "roles/vllm_server/vars/main.yml",
-    "roles/loadbalancer/tasks/drain.yml",
-    "roles/loadbalancer/tasks/edge.yml",
-    "roles/loadbalancer/tasks/edge_install.yml",
-    "roles/loadbalancer/tasks/main.yml",
-}
-
-# Expressions not yet within the limits, per file: (over MAX_CHARS, over MAX_FILTERS). A count may only fall (the
-# test below fails when a file has fewer than listed, so that the number is lowered with the fix).
-NOT_YET = {
-    # The rollback sentence's five facts, named in the serve role's rollback.yml (the replica-spec change's file).
-    "roles/vllm_server/tasks/diagnose.yml": (1, 0),
-}
-
-
 def statement_lines():
     return [(os.path.relpath(path, ROOT), number, line.strip())
             for path in TASK_FILES for number, line in enumerate(open(path), 1) if "{%" in line]
 
 
 def over_the_limits():
-    """{file: ([too long], [too many filters])} for every file outside REPLICA_SPEC_EXEMPT."""
+    """{file: ([too long], [too many filters])} for every file with an expression over a limit."""
     found = {}
     for path, chars, filters, text in E.measure(EXPRESSION_FILES, ROOT):
-        if path in REPLICA_SPEC_EXEMPT:
-            continue
         long_, chained = found.setdefault(path, ([], []))
         if chars > MAX_CHARS:
             long_.append("%d characters: %s" % (chars, text))
@@ -80,27 +56,9 @@ def test_no_list_is_built_with_the_append_idiom():
 def test_every_expression_is_one_a_reader_can_hold():
     problems = []
     for path, (long_, chained) in sorted(over_the_limits().items()):
-        allowed_long, allowed_chained = NOT_YET.get(path, (0, 0))
-        if len(long_) > allowed_long:
-            problems += ["%s: %s" % (path, item) for item in long_]
-        if len(chained) > allowed_chained:
-            problems += ["%s: %s" % (path, item) for item in chained]
+        problems += ["%s: %s" % (path, item) for item in long_ + chained]
     assert problems == [], ("Expressions over %d characters or %d filters (name the logic: a filter in plugins/filter "
                             "with its test, or a rule):\n%s" % (MAX_CHARS, MAX_FILTERS, "\n".join(problems)))
-
-
-def test_what_is_not_yet_within_the_limits_is_counted_down():
-    found = over_the_limits()
-    stale = ["%s: listed %s, now %s" % (path, allowed, tuple(len(x) for x in found.get(path, ([], []))))
-             for path, allowed in sorted(NOT_YET.items())
-             if tuple(len(x) for x in found.get(path, ([], []))) != allowed]
-    assert stale == [], "Lower NOT_YET to what the files hold now:\n" + "\n".join(stale)
-    assert not set(NOT_YET) & REPLICA_SPEC_EXEMPT
-
-
-def test_the_exempt_files_exist():
-    missing = [path for path in REPLICA_SPEC_EXEMPT if not os.path.exists(os.path.join(ROOT, path))]
-    assert missing == []
 
 
 # ---- the measure itself ------------------------------------------------------------------------------------------

@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin for llmfleet.vllm.replica_spec: what each replica runs, on the controller (documentation in
+plugins/modules/replica_spec.py, logic in plugins/plugin_utils/fleet/replica_spec.py)."""
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.llmfleet.vllm.plugins.modules.replica_spec import ARGUMENT_SPEC
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.replica_spec import SpecError, host_spec
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        models = args.pop("models")
+        try:
+            result.update(host_spec(args, models))
+        except SpecError as exc:
+            raise AnsibleActionFail("replica_spec: %s" % exc)
+        result["changed"] = False
+        return result

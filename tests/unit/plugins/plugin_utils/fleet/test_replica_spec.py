@@ -1,0 +1,176 @@
+"""What each replica runs (plugin_utils/fleet/replica_spec.py): names, ports, URLs, environment, argv and order."""
+import shlex
+
+import pytest
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import multinode as MN
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.replica_spec import (
+    SpecError, container_script, host_spec, image_facts, started_replicas)
+
+INSPECT = [{"Id": "sha256:0123456789abcdef0123", "Config": {"Entrypoint": ["/venv/bin/vllm", "serve"]}}]
+
+
+def host(**over):
+    base = {"accelerator": "gpu", "image": "img@sha256:1", "image_inspects": INSPECT, "bind_address": "127.0.0.1",
+            "edge": True, "edge_bind_address": "0.0.0.0", "edge_port_offset": 10000, "config_dir": "/etc/llmfleet",
+            "libexec_dir": "/usr/local/libexec/llmfleet", "docker_bin": "/usr/bin/docker", "cpu_amx_permission": True,
+            "engine_cache": {"enabled": False, "dir": "/var/cache/llmfleet/engine"}, "container_hardening": {},
+            "docker_run_args": [], "watchdog_textfile_dir": "", "multinode": {"layout": MN.single_layout("h1")}}
+    base.update(over)
+    return base
+
+
+def model(**over):
+    base = {"name": "chat", "path": "/srv/models/chat", "replicas": [{"name": "0", "port": 8000, "gpus": [0]}],
+            "args": {"max-model-len": 4096}, "args_extra": {}, "shutdown_timeout": 60, "env": {},
+            "accelerator_env": {"cpu": {"VLLM_TARGET_DEVICE": "cpu"}}, "engine_cache_accelerator_env": {}}
+    base.update(over)
+    return base
+
+
+def words(lines):
+    return [w for line in lines for w in line]
+
+
+def test_names_come_from_the_replica_name():
+    r = host_spec(host(), [model(replicas=[{"name": 3, "port": 8003, "gpus": []}])])["replicas"][0]
+    assert (r["name"], r["unit"], r["container"]) == ("3", "llmfleet-vllm@3.service", "llmfleet-vllm-3")
+    assert r["labels"]["llmfleet.vllm.replica"] == "3"
+    assert r["files"] == {"unit.conf": "/etc/llmfleet/vllm-3.unit.conf", "run": "/etc/llmfleet/vllm-3.run",
+                          "env": "/etc/llmfleet/vllm-3.env"}
+    assert r["run"]["docker"][-2:] == ["--name", "llmfleet-vllm-3"]
+
+
+def test_behind_the_edge_vllm_listens_offset_on_loopback_and_clients_use_the_edge():
+    spec = host_spec(host(), [model()])
+    r = spec["replicas"][0]
+    assert r["ports"] == {"client": 8000, "vllm": 18000, "container": 8000}
+    assert r["base_url"] == "http://127.0.0.1:8000/v1"  # the edge binds every address: reached on loopback
+    assert r["health_url"] == "http://127.0.0.1:18000/health"
+    assert ["--publish", "127.0.0.1:18000:8000"] in r["run"]["options"]
+    assert spec["edge_members"] == [{"name": "0", "port": 8000, "address": "127.0.0.1", "backend_port": 18000}]
+    assert spec["watchdog_targets"][0]["url"] == "http://127.0.0.1:18000"
+
+
+def test_without_the_edge_clients_reach_vllm_on_its_own_port():
+    spec = host_spec(host(edge=False, bind_address="10.1.2.3"), [model()])
+    r = spec["replicas"][0]
+    assert r["ports"]["vllm"] == 8000 and r["base_url"] == "http://10.1.2.3:8000/v1"
+    assert ["--publish", "10.1.2.3:8000:8000"] in r["run"]["options"]
+    assert spec["base_urls"] == ["http://10.1.2.3:8000/v1"]
+
+
+def test_the_user_environment_wins_and_weights_are_read_offline():
+    env = host_spec(host(accelerator="cpu"), [model(env={"VLLM_TARGET_DEVICE": "mine", "HF_HUB_OFFLINE": "0"})])["env"]
+    assert env == {"VLLM_TARGET_DEVICE": "mine", "HF_HUB_OFFLINE": "0"}
+    assert host_spec(host(accelerator="cpu"), [model()])["env"] == {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
+
+
+def test_the_engine_cache_mounts_one_directory_per_image_and_points_the_caches_into_it():
+    cache = {"enabled": True, "dir": "/var/cache/llmfleet/engine", "container_path": "/cache",
+             "env": {"VLLM_CACHE_ROOT": "vllm"}}
+    spec = host_spec(host(engine_cache=cache), [model()])
+    assert spec["engine_cache"]["id"] == "0123456789ab"
+    assert spec["env"]["VLLM_CACHE_ROOT"] == "/cache/vllm"
+    assert ["--volume", "/var/cache/llmfleet/engine/0123456789ab:/cache:rw"] in spec["replicas"][0]["run"]["options"]
+    assert [d["path"] for d in spec["directories"]][:3] == [
+        "/var/cache/llmfleet", "/var/cache/llmfleet/engine", "/var/cache/llmfleet/engine/0123456789ab"]
+
+
+def test_the_graceful_shutdown_flag_and_dropped_flags():
+    argv = host_spec(host(), [model(args_extra={"max-model-len": None, "enforce-eager": True})])["vllm_argv"]
+    assert argv == ["--enforce-eager", "--shutdown-timeout", "60"]
+    assert "--shutdown-timeout" not in host_spec(host(), [model(shutdown_timeout=None)])["vllm_argv"]
+
+
+def test_the_command_is_the_image_entrypoint_then_the_model_then_the_flags():
+    r = host_spec(host(), [model()])["replicas"][0]
+    assert r["run"]["command"] == [["/venv/bin/vllm", "serve"], ["/models/chat"], ["--served-model-name", "chat"],
+                                   ["--host", "0.0.0.0"], ["--port", "8000"], ["--max-model-len", "4096"],
+                                   ["--shutdown-timeout", "60"]]
+    assert image_facts("img", [{"Id": "x", "Config": {"Entrypoint": None}}])["entrypoint"] == ["vllm", "serve"]
+
+
+def test_an_image_counts_as_found_only_when_exactly_one_matched():
+    assert image_facts("img", INSPECT)["found"] is True
+    assert image_facts("img", [])["found"] is False
+    assert image_facts("img", INSPECT * 2)["found"] is False
+
+
+def test_the_container_shell_runs_as_one_argv_word_that_sh_parses():
+    script = container_script(True, True, "ray start --head --port 6379")
+    assert "'" not in script  # quoted once, by the template, as one word
+    assert shlex.split("sh -c %s x" % shlex.quote(script))[2] == script
+    assert 'export PYTHONPATH="/opt/llmfleet/python${PYTHONPATH:+:$PYTHONPATH}"' in script
+    assert "; ray start --head --port 6379 || exit 1" in script
+    assert container_script(False, False, "") == 'set -a; . /run/llmfleet/vllm.env; set +a; exec "$@"'
+
+
+def test_gpus_are_passed_as_docker_device_list():
+    r = host_spec(host(), [model(replicas=[{"name": "0", "port": 8000, "gpus": [2, 3]}])])["replicas"][0]
+    assert ["--gpus", '"device=2,3"'] in r["run"]["options"] and r["gpus"] == [2, 3]
+
+
+def test_many_models_start_in_order_each_with_its_own_name_flags_and_environment():
+    spec = host_spec(host(), [
+        model(replicas=[{"name": "chat-0", "port": 8000, "gpus": [0]}, {"name": "chat-1", "port": 8001, "gpus": [1]}]),
+        model(name="embed", path="/srv/models/e5", args={"max-model-len": 512}, env={"X": "1"},
+              replicas=[{"name": "embed-0", "port": 8100, "gpus": [2]}])])
+    assert [(r["name"], r["model"], r["start_order"]) for r in spec["replicas"]] == [
+        ("chat-0", "chat", 0), ("chat-1", "chat", 1), ("embed-0", "embed", 2)]
+    embed = spec["replicas"][2]
+    assert ["--served-model-name", "embed"] in embed["run"]["command"] and ["/models/e5"] in embed["run"]["command"]
+    assert embed["env"]["X"] == "1" and "X" not in spec["replicas"][0]["env"]
+    assert embed["labels"]["llmfleet.vllm.served-model-name"] == "embed"
+
+
+def test_a_headless_rank_serves_no_api():
+    layout = MN.group_layout(["h1", "h2"], "h2", {"h1": "10.0.0.1", "h2": "10.0.0.2"}, "grp", None)
+    spec = host_spec(host(multinode={"layout": layout}), [model()])
+    r = spec["replicas"][0]
+    assert r["serves_api"] is False and spec["base_urls"] == [] and spec["edge_members"] == []
+    assert ["--network", "host"] in r["run"]["options"] and "--headless" in spec["vllm_argv"]
+    assert ["--host", "127.0.0.1"] in r["run"]["command"] and ["--port", "18000"] in r["run"]["command"]
+
+
+def test_a_ray_worker_runs_ray_instead_of_vllm():
+    layout = MN.group_layout(["h1", "h2"], "h2", {"h1": "10.0.0.1", "h2": "10.0.0.2"}, "grp", None)
+    spec = host_spec(host(multinode={"layout": layout, "backend": "ray"}), [model()])
+    assert spec["replicas"][0]["run"]["command"][0][:2] == ["ray", "start"]
+
+
+def test_no_secret_is_an_input_or_an_output():
+    spec = host_spec(host(), [model()])
+    assert "VLLM_API_KEY" not in spec["env"] and "HF_TOKEN" not in spec["env"]
+
+
+@pytest.mark.parametrize("models, message", [
+    ([], "no model"),
+    ([model(name="")], "served name"),
+    ([model(args_extra={"port": 9000})], "vllm_server_args_extra"),
+])
+def test_bad_input_is_refused_with_what_to_fix(models, message):
+    with pytest.raises(SpecError, match=message):
+        host_spec(host(), models)
+
+
+def test_a_ray_port_that_is_not_a_port_is_refused():
+    layout = MN.group_layout(["h1", "h2"], "h1", {"h1": "10.0.0.1", "h2": "10.0.0.2"}, "grp", None)
+    with pytest.raises(SpecError, match="ray_port"):
+        host_spec(host(multinode={"layout": layout, "backend": "ray", "ray_port": "x"}), [model()])
+
+
+def test_the_replicas_started_now_are_the_changed_restarts_background_starts_and_check_mode_starts():
+    a, b, c, d = ({"name": n} for n in "abcd")
+    restarted = {"results": [{"item": a, "changed": True}, {"item": b, "changed": False}]}
+    jobs = {"results": [{"item": c, "ansible_job_id": "j1", "changed": True}, {"item": d, "changed": True}]}
+    waited = {"results": [{"item": {"item": c, "ansible_job_id": "j1"}, "changed": True}]}
+    assert started_replicas(restarted, waited, jobs) == [a, c, d]
+    assert started_replicas({}, None, {"results": [{"item": c, "ansible_job_id": "j1", "changed": True}]}) == []
+
+
+def test_the_flag_check_sees_vllm_arguments_as_a_single_host_replica_gets_them():
+    spec = host_spec(host(), [model(replicas=[{"name": "0", "port": 8100, "gpus": []}])])
+    assert spec["models"][0]["check_argv"] == ["/models/chat", "--served-model-name", "chat", "--host", "0.0.0.0",
+                                               "--port", "8100", "--max-model-len", "4096", "--shutdown-timeout", "60"]
+    assert spec["image"]["hex"] == "0123456789abcdef0123"

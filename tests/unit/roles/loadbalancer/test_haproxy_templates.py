@@ -1,0 +1,71 @@
+"""The edge's and the balancer's HAProxy configurations rendered from the data of plugin_utils/fleet/haproxy_config.py
+are, byte for byte, the ones the templates rendered before that data existed (fixtures/rendered, made by the role's
+templates of commit 1cc5b1e from the same inventory values): an unchanged inventory reloads no HAProxy."""
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.haproxy_config import balancer_config, edge_config
+
+ROLE = Path(__file__).resolve().parents[4] / "roles" / "loadbalancer"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "rendered"
+KEYS_FILE = "/etc/haproxy/llmfleet-api-keys.lst"
+
+SCENARIOS = {
+    # Two local replicas behind keys; three fleet backends (an IPv6 one), prefix routing, served-by header.
+    "s1": dict(
+        loadbalancer_edge_replicas=[{"name": "0", "port": 8000, "address": "127.0.0.1", "backend_port": 18000},
+                                    {"name": "1", "port": 8001, "address": "127.0.0.1", "backend_port": 18001}],
+        loadbalancer_api_keys=["k1-secret", "k2-secret"],
+        backends=[{"name": "h1-0", "address": "10.0.0.1", "port": 8000, "served_model_name": "tiny"},
+                  {"name": "h2-0", "address": "fd00::2", "port": 8000, "served_model_name": "tiny"},
+                  {"name": "h3-0", "address": "host3.example", "port": 8001}],
+        loadbalancer_served_by_header="X-Served-By", loadbalancer_server_maxconn=8,
+        loadbalancer_metrics_address="10.0.0.9", loadbalancer_check_model="tiny"),
+    # An IPv6 edge without keys; round robin with GET /health checks, no exporter.
+    "s2": dict(
+        loadbalancer_edge_replicas=[{"name": "a", "port": 8000, "address": "::1", "backend_port": 8000}],
+        loadbalancer_edge_bind_address="::", loadbalancer_api_keys=[], loadbalancer_edge_public_paths=[],
+        backends=[{"name": "h1-0", "address": "10.0.0.1", "port": 8000}],
+        loadbalancer_balance="roundrobin", loadbalancer_check_completion=False, loadbalancer_metrics_address="",
+        loadbalancer_check_model=""),
+}
+
+
+def variables(name):
+    with open(ROLE / "defaults" / "main.yml") as fh:
+        values = yaml.safe_load(fh)
+    values.update(SCENARIOS[name], ansible_managed="Ansible managed", inventory_hostname="localhost")
+    values["__loadbalancer_edge"] = edge_config(values["loadbalancer_edge_replicas"], {
+        "bind_address": values["loadbalancer_edge_bind_address"], "path_prefixes": values["loadbalancer_edge_path_prefixes"],
+        "public_paths": values["loadbalancer_edge_public_paths"], "keys_file": values["loadbalancer_edge_keys_file"],
+        "api_keys": values["loadbalancer_api_keys"]})
+    values["__loadbalancer_haproxy"] = balancer_config(values["backends"], {
+        "path_prefixes": values["loadbalancer_path_prefixes"], "keys_file": KEYS_FILE,
+        "api_keys": values["loadbalancer_api_keys"], "check_completion": values["loadbalancer_check_completion"],
+        "check_model": values["loadbalancer_check_model"]})
+    return values
+
+
+def render(template, values):
+    """As Ansible renders a template file: trim_blocks, the final newline of each template dropped, then one put
+    back at the end of the file when its source ends with one and the output does not."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    text = env.get_template(template).render(values)
+    return text if text.endswith("\n") else text + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("template", ["edge.cfg", "haproxy.cfg"])
+def test_the_configuration_is_what_the_role_rendered_before(name, template):
+    assert render(template + ".j2", variables(name)) == (FIXTURES / ("%s-%s" % (name, template))).read_text()
+
+
+def test_another_backend_changes_the_balancer_configuration():
+    """The comparison above can fail: a backend on another port is another server line."""
+    values = variables("s1")
+    values["__loadbalancer_haproxy"]["servers"][0]["address"] = "10.0.0.1:8009"
+    assert render("haproxy.cfg.j2", values) != (FIXTURES / "s1-haproxy.cfg").read_text()
