@@ -14,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 # The replica units (llmfleet-vllm@<name>.service), their containers (llmfleet-vllm-<name>), the edge, the watchdog.
 SPELT = re.compile(r"llmfleet-vllm@|llmfleet-vllm-|llmfleet-edge\.service|llmfleet-watchdog\.(?:service|timer)")
 
+
 def data_files():
     """Every file of roles/ and playbooks/ that a play runs or renders (not README, not argument_specs)."""
     paths = glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))

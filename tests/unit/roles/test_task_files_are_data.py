@@ -20,6 +20,7 @@ EXPRESSION_FILES = sorted(TASK_FILES + glob.glob(os.path.join(ROOT, "roles", "*"
 MAX_CHARS = 160
 MAX_FILTERS = 4
 
+
 def statement_lines():
     return [(os.path.relpath(path, ROOT), number, line.strip())
             for path in TASK_FILES for number, line in enumerate(open(path), 1) if "{%" in line]
@@ -62,6 +63,7 @@ def test_every_expression_is_one_a_reader_can_hold():
 
 
 # ---- the measure itself ------------------------------------------------------------------------------------------
+
 
 def test_an_expression_folded_over_lines_is_one_expression_measured_with_single_spaces():
     text = "{{ a if b\n   else c }} and {{ d }}"
