@@ -58,7 +58,8 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import (
 from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_reasons import (  # pylint: disable=unused-import
     _has_fp8, _layout_reason, _memory_reasons, _window_reason)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import (
-    _eager, _prefix_caching_on, _speculative_tokens, feature_args, resolve_features)
+    _eager, _prefix_caching_on, _speculative_tokens, feature_args, feature_context, prefix_caching_reason,
+    resolve_features)
 
 MIB = 1024 ** 2
 GIB = 1024 ** 3
@@ -302,8 +303,9 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
 
     # Features that change memory or the KV layout (MTP, text-only, prefix caching, eager) are settled first;
     # expert-parallel-dependent ones later.
-    opts = _layout_options(profile, objective, features, kv_dtype_bytes)
+    opts = _layout_options(profile, objective, features, kv_dtype_bytes, vllm_version)
     opts.update(hybrid_manager=hybrid_manager, vllm_version=vllm_version)
+    reasons.insert(0, prefix_caching_reason(profile, objective, features, opts["prefix_caching"], arch, vllm_version))
 
     if accelerator == "cpu":
         result = _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_cache_memory_bytes,
@@ -393,16 +395,15 @@ def _kv_reasons(arch, kv_dtype_bytes, kv_full, hybrid, kv_cache_dtype):
     return reasons
 
 
-def _layout_options(profile, objective, features, kv_dtype_bytes):
+def _layout_options(profile, objective, features, kv_dtype_bytes, vllm_version=None):
     """The feature-dependent inputs of the memory model and the KV layout (MTP, text-only, eager, prefix
     caching), settled before expert parallelism is known."""
     arch = profile["arch"]
-    pre, _unused = resolve_features(profile, objective, features,
-                                    {"expert_parallel": True, "hybrid": arch["linear_attention_layers"] > 0,
-                                     "mtp_layers": arch["mtp_layers"]})
+    context = feature_context(arch, True, vllm_version)
+    pre, _unused = resolve_features(profile, objective, features, context)
     mtp_on = pre.get("mtp", False)
     return dict(mtp_on=mtp_on, text_only=pre.get("text_only", False), enforce_eager=_eager(profile, pre),
-                prefix_caching=_prefix_caching_on(profile, pre),
+                prefix_caching=_prefix_caching_on(profile, pre, context["vllm_defaults"]["prefix_caching"]),
                 num_speculative_tokens=_speculative_tokens(profile, pre) if mtp_on else 0,
                 mtp_layers=arch["mtp_layers"] if mtp_on else 0, kv_dtype_bytes=kv_dtype_bytes)
 
@@ -413,7 +414,7 @@ def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="a
     boot-log replay needs to turn vLLM's logged available memory into blocks and concurrency."""
     arch = profile["arch"]
     kvb = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
-    o = _layout_options(profile, objective, features, kvb)
+    o = _layout_options(profile, objective, features, kvb, vllm_version)
     return kv_layout(arch, tensor_parallel_size, kvb, o["mtp_layers"], o["num_speculative_tokens"],
                      o["prefix_caching"], hybrid_manager=hybrid_manager, vllm_version=vllm_version)
 
@@ -425,8 +426,7 @@ def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, 
                         "from --kv-cache-memory-bytes), e.g. 67108864 for 64 MiB")
     kv_budget = int(kv_budget)
     enabled, freasons = resolve_features(profile, objective, features,
-                                         {"expert_parallel": False, "hybrid": hybrid,
-                                          "mtp_layers": arch["mtp_layers"]})
+                                         feature_context(arch, False, opts.get("vllm_version")))
     reasons.extend(freasons)
     layout = kv_layout(arch, 1, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
                        opts["prefix_caching"], block_size="cpu", hybrid_manager=opts.get("hybrid_manager"),
@@ -498,7 +498,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
     ep = _expert_parallel(arch, chosen, ep_forced, reasons)
 
     enabled, freasons = resolve_features(profile, objective, features,
-                                         {"expert_parallel": ep, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
+                                         feature_context(arch, ep, opts.get("vllm_version")))
     reasons.extend(freasons)
 
     used = sorted(i for g in groups for i in g)
