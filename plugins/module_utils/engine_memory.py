@@ -2,49 +2,58 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""vLLM's memory before the KV cache, from a model's own sizes: weights per GPU and the profile's activation
-peak and CUDA-graph estimate (``gpu_worker.determine_available_memory``).  Pure functions, no I/O.
+"""vLLM's memory before the KV cache, from a model's own sizes: weights per GPU and the profile run's activation
+peak (``gpu_worker.determine_available_memory``).  Pure functions, no I/O.
 
-Measured with vLLM 0.22.0 on 1 x H200 (tests/fixtures/gpu/vllm-h200-arch-2026-12-02, PROBE_JSON lines, 13 runs of
-eight public architectures):
+Each term follows vLLM 0.22.0's own computation (the source lines are named where the term is built) and was checked
+on 1 x H200 against the worker's terms (tests/fixtures/gpu/arch-h200-0.22.0-*, PROBE_JSON lines).  Where vLLM's
+allocation cannot be derived from the model's sizes the term is an upper bound, so the plan errs on the side of less
+KV cache, never more:
 
   weights      the checkpoint's safetensors total (model.safetensors.index.json) when known; else counted from
                config.json: embeddings (+ lm_head unless tied), attention (GQA or MLA), dense MLP / MoE experts /
-               Mamba2 / GDN mixers; BF16 2 B, FP8 1 B, MXFP4 and int4 experts 0.53 B per parameter
-  activation   MoE workspace + max(forward, sampler): the profiling run pushes max_num_batched_tokens B tokens
-               through the model, then samples max_num_seqs S rows (whichever peaks higher; the hidden states and the
-               fused-MoE workspace, which vLLM keeps, stay alive in between)
+               Mamba2 / GDN mixers; BF16 2 B, FP8 1 B, MXFP4 and int4 experts 0.53 B per parameter (MXFP4 experts
+               with both widths rounded up to 256, the most the MoE backends pad them)
+  activation   the profile run (gpu_model_runner.profile_run, 0.22.0 v1/worker/gpu_model_runner.py:6104-6177) pushes
+               max_num_batched_tokens B tokens through the model (_dummy_run), then samples min(max_num_seqs, B) = S
+               rows (_dummy_sampler_run, :5910-5983); the peak is the higher of the two, plus the fused-MoE workspace
+               and the hidden states, which stay allocated in between:
                  workspace = B x top-k x (6 x expert width + 2 x hidden) bytes (none for MXFP4 experts)
-                 forward   = B x (8 x hidden + 6 x widest dense MLP) bytes, eager; x COMPILED_FACTOR compiled
-                 sampler  = min(S, B) x vocab x SAMPLER_BYTES + B x hidden x 2
-               Gated DeltaNet hybrids keep the term measured on Qwen3.5 (planner.py ACTIVATION_FACTOR)
-  CUDA graphs  CUDAGRAPH_BYTES_PER_SIZE x the number of capture sizes (0 with --enforce-eager)
+                 forward   = B x (8 x hidden + 6 x widest dense MLP) bytes, eager and compiled alike
+                 sampler   = S x vocab x (logit dtype + SAMPLER_FP32_COPIES x 4) bytes + the Triton top-k/top-p buffer
+                             + B x hidden x 2 (the model runner V2 copies the logits once: dtype + 4)
+                 + SAMPLER_WORKSPACE_BYTES (not derived: seen 30-52 MiB beside the sampler's tensors)
+  CUDA graphs  cudagraph_bytes (0 with --enforce-eager)
 """
 
 from __future__ import annotations
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
-# Sampler: 1024 rows x vocab at 14.7-15.2 bytes an element where the sampler peaks (gemma-3-1b at 2048 and 16384
-# batched tokens, gpt-oss-20b at 4096 and 16384, gemma-2-9b): bf16 logits, their fp32 copy, the top-k/top-p sort
-# (values and int64 indices).
-SAMPLER_BYTES = 14.7
-# vLLM 0.22.0 runs some architectures on its V2 model runner ("Using V2 Model Runner" in the log): Qwen3-1.7B did,
-# and its profiled sampler peaked at 6.3 bytes an element (1.04 GB at 1024 x 151936).  One run: other V2
-# architectures are not measured; the set lists only what was seen.
+# The sampler's dummy run (0.22.0 v1/sample/sampler.py:91 logits.to(float32), :271 temperature in place,
+# v1/sample/ops/topk_topp_sampler.py:129 softmax probs in float32, random_sample's exponential q of the same shape):
+# three float32 copies of the S x vocab logits are alive at its peak beside the model-dtype logits that
+# _dummy_sampler_run keeps.
+SAMPLER_FP32_COPIES = 3
+# The Triton top-k/top-p kernel (rows >= 8; v1/sample/ops/topk_topp_sampler.py:321) caches a float32 buffer of
+# min(rows, SMs) x vocab (topk_topp_triton.py:1019-1025).  148 SMs: the most of the GPUs the catalogue names (B200);
+# H100/H200 have 132.
+TOPK_TOPP_MIN_ROWS = 8
+SM_COUNT_BOUND = 148
+# Not derived: the profile's peak sits 30-52 MiB above the sampler's tensors on every capture where the sampler
+# peaks (cuBLAS / kernel workspaces); 64 MiB is planned.
+SAMPLER_WORKSPACE_BYTES = 64 * MIB
+# The model runner V2 (0.22.0: the default for unquantized dense Qwen3ForCausalLM, vllm/config/vllm.py:69 and
+# :518-532) samples the profile run with one float32 copy of the logits (v1/worker/gpu/sample/sampler.py:133, top-k
+# and top-p skipped, :576-578) and profiles no CUDA-graph memory (v1/worker/gpu/model_runner.py:620-622).
 V2_RUNNER_ARCHITECTURES = ("Qwen3ForCausalLM",)
-SAMPLER_BYTES_V2 = 6.3
-# torch.compile's fused graph peaks at about half the eager forward (Llama-3.1-8B-class dense layers, measured
-# through Qwen1.5-MoE's compiled run: 1.56 vs 3.01 GB).
-COMPILED_FACTOR = 0.52
-# CUDA-graph estimate per capture size: 533 MB / 51 sizes (Llama-3.1-8B), 619 MB / 51 (gpt-oss-20b), 258 MB / 19
-# (Qwen1.5-MoE, max_num_seqs 64): ~10.4-13.6 MB each.
-CUDAGRAPH_BYTES_PER_SIZE = 12 * MIB
-MAX_CAPTURE_SIZE = 512
+V2_SAMPLER_FP32_COPIES = 1
+MXFP4_PAD = 256
 QUANT_BYTES = {"fp8": 1.0, "fbgemm_fp8": 1.0, "compressed-tensors": 1.0, "modelopt": 1.0,
                "mxfp4": 0.53125, "gptq": 0.53125, "awq": 0.53125, "gptq_marlin": 0.53125, "awq_marlin": 0.53125}
-
-
+# CUDA graphs (provisional, see cudagraph_bytes)
+CUDAGRAPH_BYTES_PER_SIZE = 12 * MIB
+MAX_CAPTURE_SIZE = 512
 def capture_sizes(max_num_seqs):
     """vLLM's default CUDA-graph capture sizes: 1, 2, 4, 8..248 step 8, 256.. step 16, up to
     min(2 x max_num_seqs, 512)."""
@@ -53,8 +62,14 @@ def capture_sizes(max_num_seqs):
     return len(sizes)
 
 
-def cudagraph_bytes(max_num_seqs, enforce_eager=False):
-    return 0 if enforce_eager else capture_sizes(max_num_seqs) * CUDAGRAPH_BYTES_PER_SIZE
+def cudagraph_bytes(arch, max_num_seqs, enforce_eager=False):
+    if enforce_eager or runs_v2_model_runner(arch):
+        return 0
+    return capture_sizes(max_num_seqs) * CUDAGRAPH_BYTES_PER_SIZE
+
+
+def _round_up(n, to):
+    return -(-int(n) // to) * to
 
 
 def _attention_params(arch):
@@ -114,7 +129,11 @@ def weights_from_config(arch, quantization=None):
     q = quantization or arch.get("quant_method")
     per = QUANT_BYTES.get(q, arch["dtype_bytes"]) if q else arch["dtype_bytes"]
     if q == "mxfp4":
-        return int(dense * arch["dtype_bytes"] + experts * per)
+        # the MXFP4 MoE backends round the expert widths up (fused_moe/oracle/mxfp4.py:657-689, 0.22.0: 64 to 256)
+        h, sizes = arch["hidden_size"], arch.get("moe_sizes") or {}
+        inter = sizes.get("intermediate_size") or arch.get("intermediate_size") or 1
+        pad = float(_round_up(h, MXFP4_PAD) * _round_up(inter, MXFP4_PAD)) / (h * inter)
+        return int(dense * arch["dtype_bytes"] + experts * per * pad)
     embeddings = arch["vocab_size"] * arch["hidden_size"] * (1 if arch.get("tie_word_embeddings") else 2)
     return int(embeddings * arch["dtype_bytes"] + (dense - embeddings + experts) * per)
 
@@ -140,10 +159,35 @@ def forward_bytes_per_token(arch):
     return 8 * h + 6 * widest
 
 
-def activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager=False):
-    """vLLM's profiled activation peak (the model's own sizes; not for GDN hybrids, see the module docstring)."""
-    forward = batched_tokens * forward_bytes_per_token(arch) * (1 if enforce_eager else COMPILED_FACTOR)
-    per = SAMPLER_BYTES_V2 if arch.get("architecture") in V2_RUNNER_ARCHITECTURES else SAMPLER_BYTES
-    sampler = min(max_num_seqs, batched_tokens) * arch["vocab_size"] * per
-    sampler += batched_tokens * arch["hidden_size"] * 2
-    return int(batched_tokens * moe_workspace_bytes_per_token(arch) + max(forward, sampler))
+def runs_v2_model_runner(arch):
+    """Whether vLLM 0.22.0 runs this model on its model runner V2 (unquantized, dense, a listed architecture)."""
+    return (arch.get("architecture") in V2_RUNNER_ARCHITECTURES and not arch.get("moe")
+            and not arch.get("quant_method"))
+
+
+def sampler_bytes(arch, rows):
+    """The dummy sampler's peak over ``rows`` x vocab logits (see SAMPLER_FP32_COPIES / V2_SAMPLER_FP32_COPIES)."""
+    v2 = runs_v2_model_runner(arch)
+    per = arch["dtype_bytes"] + 4 * (V2_SAMPLER_FP32_COPIES if v2 else SAMPLER_FP32_COPIES)
+    out = rows * arch["vocab_size"] * per
+    if not v2 and rows >= TOPK_TOPP_MIN_ROWS:
+        out += min(rows, SM_COUNT_BOUND) * arch["vocab_size"] * 4
+    return out
+
+
+def activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager=False):  # pylint: disable=unused-argument
+    """vLLM's profiled activation peak (the module docstring): MoE workspace + max(forward, sampler) + the hidden
+    states + SAMPLER_WORKSPACE_BYTES.  torch.compile runs the same GEMMs as eager mode, and the MLP's gate_up output
+    and its activation are alive together in both, so ``enforce_eager`` changes nothing here."""
+    return int(activation_terms(arch, batched_tokens, max_num_seqs)["total"])
+
+
+def activation_terms(arch, batched_tokens, max_num_seqs):
+    """The activation peak's parts (bytes): workspace, forward, sampler, hidden, allowance, total."""
+    forward = batched_tokens * forward_bytes_per_token(arch)
+    sampler = sampler_bytes(arch, min(max_num_seqs, batched_tokens))
+    hidden = batched_tokens * arch["hidden_size"] * 2
+    workspace = batched_tokens * moe_workspace_bytes_per_token(arch)
+    total = workspace + max(forward, sampler) + hidden + SAMPLER_WORKSPACE_BYTES
+    return dict(workspace=workspace, forward=forward, sampler=sampler, hidden=hidden,
+                allowance=SAMPLER_WORKSPACE_BYTES, total=total)

@@ -16,9 +16,9 @@ Memory profile, per GPU of a tensor-parallel (TP) group of t GPUs (vLLM's ``dete
   available   = requested - weights / t - non-torch memory - activation peak - CUDA-graph estimate
                 ("Available KV cache memory" in the log)
   non-torch   = NON_TORCH_BYTES (+ NON_TORCH_TP_BYTES when t > 1: NCCL and custom all-reduce buffers)
-  activation  = max_num_batched_tokens x hidden x 2 B x ACTIVATION_FACTOR
-                + max_num_seqs x vocab x SAMPLER_BYTES (the profiling run's dummy sampler over max_num_seqs rows)
-  CUDA graphs = CUDAGRAPH_BYTES (0 with enforce-eager)
+  activation  = the profile run's peak from the model's own sizes (engine_memory.activation_bytes: the dummy
+                forward over max_num_batched_tokens, the dummy sampler over max_num_seqs rows, the MoE workspace)
+  CUDA graphs = vLLM's CUDA-graph memory estimate (engine_memory.cudagraph_bytes; 0 with enforce-eager)
 
 KV cache pool (vLLM's ``_align_hybrid_block_size``, ``_get_kv_cache_groups_uniform_page_size``,
 ``get_kv_cache_config_from_groups``, ``get_max_concurrency_for_kv_cache_config``):
@@ -63,15 +63,11 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_features import
 
 MIB = 1024 ** 2
 GIB = 1024 ** 3
-# The memory-profile terms, measured with vLLM 0.22.0 on 1 x H200 (tests/fixtures/vllm-h200, the PROBE lines):
-# non-torch 252-256 MiB at TP1; activation peak 1,627,212,800 B at 8192 batched tokens / 256 sequences (BF16
-# and FP8 alike) and 4,874,938,368 B at 16384 / 1024 (eager): the two terms below reproduce both within 2%;
-# CUDA-graph estimate 0.57 GiB (BF16) / 0.70 GiB (FP8).  The TP>1 term is not measured: a conservative guess.
+# torch's non-torch memory that grows during the profile (CUDA context, cuBLAS handles, loaded kernels): not derivable
+# from the model; measured 0.22-0.24 GiB with vLLM 0.22.0 on 1 x H200 (tests/fixtures/gpu/arch-h200-*, PROBE lines),
+# planned as 256 MiB.  The TP>1 term is not measured: a conservative guess.
 NON_TORCH_BYTES = 256 * MIB
 NON_TORCH_TP_BYTES = 512 * MIB
-ACTIVATION_FACTOR = 26
-SAMPLER_BYTES = 12
-CUDAGRAPH_BYTES = int(0.7 * GIB)
 # nvidia-smi's memory.total includes what the driver reserves: CUDA sees total - reserved.  The H200 capture
 # (tests/fixtures/gpu/device-h200x1-2026-11-30, nvidia-smi -q: total 143771 MiB, reserved 616 MiB; torch
 # total_memory 139.8 GiB in the vLLM log) is the one measured here; the catalogue carries published ones (0.4% to
@@ -157,18 +153,11 @@ def overhead_bytes(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, 
 
 
 def overhead_terms(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False):
-    """non-torch + activation peak + CUDA-graph estimate on one GPU.  Gated DeltaNet hybrids keep the terms
-    measured on Qwen3.5 (ACTIVATION_FACTOR, SAMPLER_BYTES, CUDAGRAPH_BYTES); every other model gets
-    engine_memory's, from its own sizes."""
+    """non-torch + activation peak + CUDA-graph estimate on one GPU (engine_memory, from the model's own sizes)."""
     non_torch = NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0)
-    if arch.get("linear_attention") and arch["linear_attention_layers"]:
-        return dict(non_torch=non_torch,
-                    activation=batched_tokens * arch["hidden_size"] * 2 * ACTIVATION_FACTOR
-                    + max_num_seqs * arch["vocab_size"] * SAMPLER_BYTES,
-                    cudagraph=0 if enforce_eager else CUDAGRAPH_BYTES)
     return dict(non_torch=non_torch,
                 activation=EM.activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager),
-                cudagraph=EM.cudagraph_bytes(max_num_seqs, enforce_eager))
+                cudagraph=EM.cudagraph_bytes(arch, max_num_seqs, enforce_eager))
 
 
 def cuda_total_bytes(gpu):

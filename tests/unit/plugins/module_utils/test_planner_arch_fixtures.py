@@ -1,7 +1,7 @@
 """Replay the vLLM 0.22.0 H200 captures of eight public architectures (tests/fixtures/gpu/arch-h200-0.22.0-2026-12-02,
 made by tests/device/arch_matrix/) against the planner, planned from each model's own published config.json with
-no profile file: vLLM's "Available KV cache memory" within 1%, its "Maximum concurrency" within 3%, and the KV
-layout exact (block size, groups, num_blocks and concurrency from vLLM's own available memory)."""
+no profile file: vLLM's "Available KV cache memory" and "Maximum concurrency" within 1% and never more than 0.5% above
+(issue #40), prefix caching as vLLM's own default decided it, and the KV layout exact (block size, groups, num_blocks and concurrency from vLLM's own available memory)."""
 import glob
 import json
 import os
@@ -48,15 +48,17 @@ def profile_of(case):
 
 
 def plan_of(case, run):
+    """The plan of what the user passed: prefix caching only where the argv sets it, else the planner's rule for
+    vLLM's default of this model and version (plan_features.vllm_prefix_caching_default)."""
     argv = case["argv"]
+    features = {"enforce_eager": "--enforce-eager" in argv}
+    if "--enable-prefix-caching" in argv or "--no-enable-prefix-caching" in argv:
+        features["prefix_caching"] = "--enable-prefix-caching" in argv
     return P.plan(H200, profile_of(case), max_model_len=int(_flag(argv, "--max-model-len")),
                   gpu_memory_utilization=float(_flag(argv, "--gpu-memory-utilization")),
                   max_num_seqs=run["max_num_seqs"], max_num_batched_tokens=run["max_num_batched_tokens"],
                   kv_cache_dtype=_flag(argv, "--kv-cache-dtype", "auto"), tensor_parallel_size=1,
-                  features={"enforce_eager": "--enforce-eager" in argv,
-                            # what vLLM ran with: its default differs by version on hybrids (docs/PLANNER.md)
-                            "prefix_caching": run["enable_prefix_caching"]},
-                  hybrid_manager=_hybrid_manager(argv))
+                  features=features, hybrid_manager=_hybrid_manager(argv), vllm_version=run["vllm_version"])
 
 
 def _hybrid_manager(argv):
@@ -82,7 +84,7 @@ def test_layout_from_vllms_own_memory_is_exact(case):
     arch = profile_of(case)["arch"]
     kvb = 1 if _flag(argv, "--kv-cache-dtype") == "fp8" else arch["dtype_bytes"]
     layout = P.kv_layout(arch, 1, kvb, prefix_caching=run["enable_prefix_caching"],
-                         hybrid_manager=_hybrid_manager(argv))
+                         hybrid_manager=_hybrid_manager(argv), vllm_version=run["vllm_version"])
     # the attention groups' block size: on a hybrid vLLM raises it so attention and state pages match (RESULT_JSON's
     # block_size is the front end's configured 16)
     attention_block = next(g["block_size"] for g in probe["kv_cache_groups"] if g["spec"] != "MambaSpec")
@@ -97,15 +99,26 @@ def test_layout_from_vllms_own_memory_is_exact(case):
     assert cap["kv_tokens"] == run["logged_tokens"]
 
 
+# Issue #40: the plan is never optimistic.  Planned / vLLM within 1%, and never more than 0.5% above.
+BELOW, ABOVE = 0.01, 0.005
+
+
+def in_band(planned, actual):
+    return 1 - BELOW <= planned / actual <= 1 + ABOVE
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
-def test_the_planner_end_to_end_matches_vllm(case):
+def test_the_planner_end_to_end_is_within_1pct_of_vllm_and_never_above_it_by_more_than_half_a_pct(case):
     run = run_of(case)
     p = plan_of(case, run)
     assert p["fits"], p["reasons"]
+    # prefix caching as vLLM ran it: the argv's flag, or the planner's rule for vLLM's default
+    assert p["vllm_args"]["enable-prefix-caching"] is run["enable_prefix_caching"], p["reasons"][0]
     vllm_avail = run["probe"]["available_kv_cache_memory_bytes"]
-    assert abs(p["available_kv_cache_memory_bytes"] / vllm_avail - 1) <= 0.01, (
-        p["overhead_terms_per_gpu"], run["probe"])
-    assert abs(p["max_concurrency"] / run["logged_concurrency"] - 1) <= 0.03
+    assert in_band(p["available_kv_cache_memory_bytes"], vllm_avail), (
+        p["available_kv_cache_memory_bytes"] / vllm_avail, p["overhead_terms_per_gpu"], run["probe"])
+    assert in_band(p["max_concurrency"], run["logged_concurrency"]), (
+        p["max_concurrency"] / run["logged_concurrency"])
 
 
 def test_sliding_window_layers_are_not_sized_like_full_attention():
