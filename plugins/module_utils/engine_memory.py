@@ -23,10 +23,13 @@ KV cache, never more:
                  sampler   = S x vocab x (logit dtype + SAMPLER_FP32_COPIES x 4) bytes + the Triton top-k/top-p buffer
                              + B x hidden x 2 (the model runner V2 copies the logits once: dtype + 4)
                  + SAMPLER_WORKSPACE_BYTES (not derived: seen 30-52 MiB beside the sampler's tensors)
-  CUDA graphs  cudagraph_bytes (0 with --enforce-eager)
+  CUDA graphs  per mode (PIECEWISE, FULL) the largest capture's activations + every graph's driver memory
+               (CUDAGRAPH_BYTES_PER_GRAPH, not derived; 0 with --enforce-eager)
 """
 
 from __future__ import annotations
+
+from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_common import version_at_least
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -51,21 +54,50 @@ V2_SAMPLER_FP32_COPIES = 1
 MXFP4_PAD = 256
 QUANT_BYTES = {"fp8": 1.0, "fbgemm_fp8": 1.0, "compressed-tensors": 1.0, "modelopt": 1.0,
                "mxfp4": 0.53125, "gptq": 0.53125, "awq": 0.53125, "gptq_marlin": 0.53125, "awq_marlin": 0.53125}
-# CUDA graphs (provisional, see cudagraph_bytes)
-CUDAGRAPH_BYTES_PER_SIZE = 12 * MIB
+# CUDA graphs.  vLLM 0.22.0 measures its estimate before it sizes the KV cache (v1/worker/gpu_worker.py:402-411,
+# subtracted at :447-451 unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0; 0.28.0 likewise, gpu_worker.py:527-562):
+# gpu_model_runner.profile_cudagraph_memory (:6265-6342) captures, per mode, the largest size and the next one and
+# takes first + (graphs - 1) x second.  The default mode is FULL_AND_PIECEWISE: PIECEWISE graphs for the capture
+# sizes (1, 2, 4, 8..248 step 8, 256.. step 16, up to min(2 x max_num_seqs, 512, max_num_batched_tokens);
+# config/vllm.py:1646-1707; gpt-oss 1024, model_executor/models/config.py:164-168) and FULL graphs for the decode
+# sizes up to max_num_seqs.  The first capture allocates the largest size's activations in a fresh pool
+# (forward_bytes_per_token, the fused-MoE workspace); every further graph costs the driver memory of its kernels and
+# what it keeps of the pool.  Not derived: that cost per graph, 2.0-3.9 MiB in four of the seven 0.22.0 captures on
+# 1 x H200 (LFM2, gpt-oss, Llama 3.1, Nemotron-H) and 6.3-8.1 MiB in three (Qwen3.5 BF16 and FP8, Qwen1.5-MoE with
+# 19 + 11 graphs); planned as CUDAGRAPH_BYTES_PER_GRAPH, which leaves those three under 0.15 GiB short (0.2% of their
+# KV memory) and the rest above vLLM's estimate.
+CUDAGRAPH_BYTES_PER_GRAPH = 6 * MIB
 MAX_CAPTURE_SIZE = 512
-def capture_sizes(max_num_seqs):
-    """vLLM's default CUDA-graph capture sizes: 1, 2, 4, 8..248 step 8, 256.. step 16, up to
-    min(2 x max_num_seqs, 512)."""
-    top = min(2 * max_num_seqs, MAX_CAPTURE_SIZE)
+LARGE_CAPTURE_ARCHITECTURES = {"GptOssForCausalLM": 1024}
+
+
+def capture_sizes(max_num_seqs, batched_tokens=None, architecture=None):
+    """vLLM's default CUDA-graph capture sizes (config/vllm.py:1646-1707): 1, 2, 4, 8..248 step 8, 256.. step 16, up
+    to min(2 x max_num_seqs, 512, max_num_batched_tokens), max_num_batched_tokens added when it is below the top."""
+    top = min(2 * max_num_seqs, LARGE_CAPTURE_ARCHITECTURES.get(architecture, MAX_CAPTURE_SIZE))
+    if batched_tokens:
+        top = min(top, batched_tokens)
     sizes = [s for s in (1, 2, 4) if s <= top] + list(range(8, min(top, 255) + 1, 8)) + list(range(256, top + 1, 16))
-    return len(sizes)
+    if batched_tokens and batched_tokens <= top:
+        sizes.append(batched_tokens)
+    return sorted(set(sizes))
 
 
-def cudagraph_bytes(arch, max_num_seqs, enforce_eager=False):
-    if enforce_eager or runs_v2_model_runner(arch):
+def cudagraph_bytes(arch, max_num_seqs, enforce_eager=False, batched_tokens=None, vllm_version=None, tp=1):
+    """vLLM's CUDA-graph memory estimate (the comment above CUDAGRAPH_BYTES_PER_GRAPH): per mode (PIECEWISE
+    over the capture sizes, FULL over the decode sizes up to max_num_seqs) the largest size's activations + the
+    driver memory of every graph.  0 with --enforce-eager and on the model runner V2 of 0.22.0 (its
+    profile_cudagraph_memory returns 0, v1/worker/gpu/model_runner.py:620-622)."""
+    if enforce_eager or runs_v2_model_runner(arch, vllm_version):
         return 0
-    return capture_sizes(max_num_seqs) * CUDAGRAPH_BYTES_PER_SIZE
+    piecewise = capture_sizes(max_num_seqs, batched_tokens, arch.get("architecture"))
+    full = [s for s in piecewise if s <= max_num_seqs]
+    per_token = forward_bytes_per_token(arch, tp) + moe_workspace_bytes_per_token(arch, tp)
+    out = 0
+    for sizes in (piecewise, full):
+        if sizes:
+            out += max(sizes) * per_token + len(sizes) * CUDAGRAPH_BYTES_PER_GRAPH
+    return out
 
 
 def _round_up(n, to):
@@ -138,36 +170,43 @@ def weights_from_config(arch, quantization=None):
     return int(embeddings * arch["dtype_bytes"] + (dense - embeddings + experts) * per)
 
 
-def moe_workspace_bytes_per_token(arch):
-    """The fused-MoE kernel's workspace per batched token: top-k x (gate_up 2I + activation I + output H) x 2 bytes.
-    vLLM keeps it allocated, so it adds to whichever of forward and sampler peaks (Mixtral-8x7B: 3.09 GB planned,
-    3.59 GB measured in all at 16384 tokens).  MXFP4 experts (gpt-oss) run another kernel: no such workspace seen."""
+def moe_workspace_bytes_per_token(arch, tp=1):
+    """The fused-MoE kernel's workspace per batched token: top-k x (gate_up 2I + activation I + output H) x 2 bytes,
+    the expert width I split over the t GPUs of a TP group.  vLLM keeps it allocated, so it adds to whichever of
+    forward and sampler peaks (Mixtral-8x7B: 3.09 GB planned, 3.59 GB measured in all at 16384 tokens).  MXFP4
+    experts (gpt-oss) run another kernel: no such workspace seen."""
     moe, sizes = arch.get("moe"), arch.get("moe_sizes")
     if not (moe and sizes) or arch.get("quant_method") == "mxfp4":
         return 0
-    return moe["experts_per_token"] * (6 * sizes["intermediate_size"] + 2 * arch["hidden_size"])
+    return moe["experts_per_token"] * (6 * sizes["intermediate_size"] // tp + 2 * arch["hidden_size"])
 
 
-def forward_bytes_per_token(arch):
-    """The eager forward pass's peak per batched token outside the MoE workspace: the residual stream and the widest
-    dense MLP (a MoE model's shared expert or its dense first layers)."""
+def forward_bytes_per_token(arch, tp=1):
+    """The forward pass's peak per batched token outside the MoE workspace: the residual stream (8 x hidden bytes)
+    and the widest dense MLP, whose gate_up output (2 x I x 2 B) and activation (I x 2 B) are alive together; the
+    MLP is column-parallel, so a GPU of a TP group of t holds I / t of it (a MoE model's widest MLP is its shared
+    expert or its dense first layers)."""
     h = arch["hidden_size"]
     sizes = arch.get("moe_sizes")
     widest = arch.get("intermediate_size") or 0
     if arch.get("moe") and sizes:
         widest = max(sizes["shared_intermediate_size"], widest if sizes["dense_layers"] else 0)
-    return 8 * h + 6 * widest
+    return 8 * h + 6 * widest // tp
 
 
-def runs_v2_model_runner(arch):
-    """Whether vLLM 0.22.0 runs this model on its model runner V2 (unquantized, dense, a listed architecture)."""
-    return (arch.get("architecture") in V2_RUNNER_ARCHITECTURES and not arch.get("moe")
+def runs_v2_model_runner(arch, vllm_version=None):
+    """Whether vLLM runs this model on its model runner V2 with the smaller profile terms: 0.22.x only (unquantized,
+    dense, a listed architecture).  Other releases list other architectures, not read here: planned on the V1
+    runner's larger terms."""
+    return (bool(vllm_version) and version_at_least(vllm_version, "0.22.0")
+            and not version_at_least(vllm_version, "0.23.0")
+            and arch.get("architecture") in V2_RUNNER_ARCHITECTURES and not arch.get("moe")
             and not arch.get("quant_method"))
 
 
-def sampler_bytes(arch, rows):
+def sampler_bytes(arch, rows, vllm_version=None):
     """The dummy sampler's peak over ``rows`` x vocab logits (see SAMPLER_FP32_COPIES / V2_SAMPLER_FP32_COPIES)."""
-    v2 = runs_v2_model_runner(arch)
+    v2 = runs_v2_model_runner(arch, vllm_version)
     per = arch["dtype_bytes"] + 4 * (V2_SAMPLER_FP32_COPIES if v2 else SAMPLER_FP32_COPIES)
     out = rows * arch["vocab_size"] * per
     if not v2 and rows >= TOPK_TOPP_MIN_ROWS:
@@ -175,19 +214,20 @@ def sampler_bytes(arch, rows):
     return out
 
 
-def activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager=False):  # pylint: disable=unused-argument
+def activation_bytes(arch, batched_tokens, max_num_seqs, vllm_version=None, tp=1):
     """vLLM's profiled activation peak (the module docstring): MoE workspace + max(forward, sampler) + the hidden
     states + SAMPLER_WORKSPACE_BYTES.  torch.compile runs the same GEMMs as eager mode, and the MLP's gate_up output
-    and its activation are alive together in both, so ``enforce_eager`` changes nothing here."""
-    return int(activation_terms(arch, batched_tokens, max_num_seqs)["total"])
+    and its activation are alive together in both, so eager and compiled runs peak alike."""
+    return int(activation_terms(arch, batched_tokens, max_num_seqs, vllm_version, tp)["total"])
 
 
-def activation_terms(arch, batched_tokens, max_num_seqs):
-    """The activation peak's parts (bytes): workspace, forward, sampler, hidden, allowance, total."""
-    forward = batched_tokens * forward_bytes_per_token(arch)
-    sampler = sampler_bytes(arch, min(max_num_seqs, batched_tokens))
+def activation_terms(arch, batched_tokens, max_num_seqs, vllm_version=None, tp=1):
+    """The activation peak's parts on one GPU of a TP group of ``tp`` (bytes): workspace, forward, sampler (the
+    full vocabulary: vLLM gathers the logits on every rank), hidden, allowance, total."""
+    forward = batched_tokens * forward_bytes_per_token(arch, tp)
+    sampler = sampler_bytes(arch, min(max_num_seqs, batched_tokens), vllm_version)
     hidden = batched_tokens * arch["hidden_size"] * 2
-    workspace = batched_tokens * moe_workspace_bytes_per_token(arch)
+    workspace = batched_tokens * moe_workspace_bytes_per_token(arch, tp)
     total = workspace + max(forward, sampler) + hidden + SAMPLER_WORKSPACE_BYTES
     return dict(workspace=workspace, forward=forward, sampler=sampler, hidden=hidden,
                 allowance=SAMPLER_WORKSPACE_BYTES, total=total)

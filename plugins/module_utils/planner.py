@@ -147,17 +147,19 @@ def default_batched_tokens(memory_bytes):
     return BATCHED_TOKENS_LARGE if memory_bytes >= 70 * GIB else BATCHED_TOKENS_SMALL
 
 
-def overhead_bytes(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False):
+def overhead_bytes(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False,
+                   vllm_version=None):
     """vLLM's non-weight, non-KV memory on one GPU: non-torch + activation peak + CUDA-graph estimate."""
-    return sum(overhead_terms(arch, tp, max_num_seqs, batched_tokens, enforce_eager).values())
+    return sum(overhead_terms(arch, tp, max_num_seqs, batched_tokens, enforce_eager, vllm_version).values())
 
 
-def overhead_terms(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False):
+def overhead_terms(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False,
+                   vllm_version=None):
     """non-torch + activation peak + CUDA-graph estimate on one GPU (engine_memory, from the model's own sizes)."""
     non_torch = NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0)
     return dict(non_torch=non_torch,
-                activation=EM.activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager),
-                cudagraph=EM.cudagraph_bytes(arch, max_num_seqs, enforce_eager))
+                activation=EM.activation_bytes(arch, batched_tokens, max_num_seqs, vllm_version, tp),
+                cudagraph=EM.cudagraph_bytes(arch, max_num_seqs, enforce_eager, batched_tokens, vllm_version, tp))
 
 
 def cuda_total_bytes(gpu):
@@ -204,7 +206,7 @@ def _memory_for(arch, profile, group, gpus, t, util, max_model_len, max_num_seqs
         else:
             batched = layout["block_size"]
     seqs_for_profile = max_num_seqs or DEFAULT_MAX_NUM_SEQS[objective]
-    terms = overhead_terms(arch, t, seqs_for_profile, batched, opts["enforce_eager"])
+    terms = overhead_terms(arch, t, seqs_for_profile, batched, opts["enforce_eager"], opts.get("vllm_version"))
     over = sum(terms.values())
     avail = requested - w_rank - over
     r = _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, dict(
