@@ -1,5 +1,6 @@
-"""Replay the vLLM 0.22.0 H200 captures of eight public architectures (tests/fixtures/gpu/arch-h200-0.22.0-2026-12-02,
-made by tests/device/arch_matrix/) against the planner, planned from each model's own published config.json with
+"""Replay the vLLM 0.22.0 captures of public architectures (tests/fixtures/gpu/arch-<gpu>-0.22.0-<date>/, made by
+tests/device/arch_matrix/; each directory's cases.json lists its runs, a case's "gpu" names the lent GPU, H200 unless
+it says otherwise) against the planner, planned from each model's own published config.json with
 no profile file: vLLM's "Available KV cache memory" and "Maximum concurrency" within 1% and never more than 0.5% above
 (issue #40), prefix caching as vLLM's own default decided it, and the KV layout exact (block size, groups, num_blocks and concurrency from vLLM's own available memory)."""
 import glob
@@ -16,12 +17,20 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu_catalogue import
 from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+FIXES = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "gpu", "arch-*-0.22.0-*")))
 FIX = os.path.join(ROOT, "tests", "fixtures", "gpu", "arch-h200-0.22.0-2026-12-02")
 CONFIGS = os.path.join(ROOT, "tests", "fixtures", "model_configs")
-with open(os.path.join(FIX, "cases.json")) as _fh:
-    CASES = json.load(_fh)["cases"]
+CASES = []
+for _dir in FIXES:
+    with open(os.path.join(_dir, "cases.json")) as _fh:
+        CASES += [dict(c, fixture_dir=_dir) for c in json.load(_fh)["cases"]]
 CAT = load_catalogue()
 H200 = annotate_gpu_facts(gpu_facts_from_spec("1x H200", CAT), CAT)
+
+
+def gpu_of(case):
+    """The one lent GPU a case ran on, as gpu_facts (the catalogue's name)."""
+    return annotate_gpu_facts(gpu_facts_from_spec("1x " + case.get("gpu", "H200"), CAT), CAT)
 
 
 def _flag(argv, name, default=None):
@@ -30,7 +39,7 @@ def _flag(argv, name, default=None):
 
 def run_of(case):
     """What vLLM logged for a case: its RESULT_JSON (the settings it used, the probe) and its capacity lines."""
-    with open(os.path.join(FIX, case["case"] + ".log")) as fh:
+    with open(os.path.join(case.get("fixture_dir", FIX), case["case"] + ".log")) as fh:
         text = fh.read()
     result = json.loads(re.search(r"^RESULT_JSON (.*)$", text, re.M).group(1))
     result["logged_concurrency"] = float(re.search(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
@@ -54,7 +63,7 @@ def plan_of(case, run):
     features = {"enforce_eager": "--enforce-eager" in argv}
     if "--enable-prefix-caching" in argv or "--no-enable-prefix-caching" in argv:
         features["prefix_caching"] = "--enable-prefix-caching" in argv
-    return P.plan(H200, profile_of(case), max_model_len=int(_flag(argv, "--max-model-len")),
+    return P.plan(gpu_of(case), profile_of(case), max_model_len=int(_flag(argv, "--max-model-len")),
                   gpu_memory_utilization=float(_flag(argv, "--gpu-memory-utilization")),
                   max_num_seqs=run["max_num_seqs"], max_num_batched_tokens=run["max_num_batched_tokens"],
                   kv_cache_dtype=_flag(argv, "--kv-cache-dtype", "auto"), tensor_parallel_size=1,
@@ -73,7 +82,7 @@ def test_the_captures_cover_the_architecture_classes():
     for c in CASES:
         kinds |= set(profile_of(c)["arch"]["layer_counts"])
     assert {"full", "sliding", "mla", "mamba2", "short_conv"} <= kinds
-    assert len(glob.glob(os.path.join(FIX, "*.log"))) >= len(CASES)
+    assert sum(len(glob.glob(os.path.join(d, "*.log"))) for d in FIXES) >= len(CASES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
