@@ -25,12 +25,12 @@ if COLLECTIONS not in sys.path:
 
 import yaml  # noqa: E402
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import planner as P  # noqa: E402
-from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu_catalogue import (  # noqa: E402
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P  # noqa: E402
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_catalogue import (  # noqa: E402
     annotate_gpu_facts, load_catalogue)
-from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import load_profiles  # noqa: E402
-from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec  # noqa: E402
-from ansible_collections.llmfleet.vllm.plugins.module_utils import vllm_bootlog as B  # noqa: E402
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import load_profiles  # noqa: E402
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec  # noqa: E402
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import vllm_bootlog as B  # noqa: E402
 
 # name -> (objective, max_model_len or None for plan.yml's default)
 TABLES = {"throughput": ("throughput", None), "latency-262144": ("latency", 262144), "vllm-fixtures": None,
@@ -106,7 +106,7 @@ def config_profile(name):
     """A profile planned from a published config.json of tests/fixtures/model_configs, weights counted from it."""
     import json
 
-    from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import profile_from_model_dir
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import profile_from_model_dir
     with open(os.path.join(ROOT, "tests", "fixtures", "model_configs", name + ".json")) as fh:
         config = json.load(fh)
     return profile_from_model_dir(config, name=name.replace("--", "/"), count_weights=True)

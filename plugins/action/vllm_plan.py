@@ -11,16 +11,16 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import hub_metadata as H
-from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu_catalogue import (
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import hub_metadata as H
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_catalogue import (
     CatalogueError, annotate_gpu_facts, load_catalogue)
-from ansible_collections.llmfleet.vllm.plugins.module_utils.kv_by_hand import plan_by_hand
-from ansible_collections.llmfleet.vllm.plugins.module_utils.model_profiles import (
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.manual_kv import plan_by_hand
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import (
     NotModelledError, ProfileError, load_profiles, match_profile, normalize_config, profile_from_model_dir,
     read_model_dir, weights_from_index)
-from ansible_collections.llmfleet.vllm.plugins.module_utils.plan_engine_args import engine_overrides
-from ansible_collections.llmfleet.vllm.plugins.module_utils.planner import PlanError, TABLE_HEADER, plan, table_row
-from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import gpu_facts_from_spec
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.engine_args import engine_overrides
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.planner import PlanError, TABLE_HEADER, plan, table_row
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
 from ansible_collections.llmfleet.vllm.plugins.modules.vllm_plan import ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

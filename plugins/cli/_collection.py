@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT_ENV = "LLMFLEET_COLLECTION_ROOT"
-MODULE_UTILS_PACKAGE = "ansible_collections.llmfleet.vllm.plugins.module_utils"
+PLUGINS_PACKAGE = "ansible_collections.llmfleet.vllm.plugins"
 
 
 def collection_root() -> Path:
@@ -56,11 +56,11 @@ def collections_path(root: Path) -> Path:
     )
 
 
-def import_module_util(name: str):
-    """Import plugins/module_utils/<name>.py of this collection, the way Ansible content imports it."""
-    if __package__ and __package__.startswith("ansible_collections."):
-        return importlib.import_module(f"{MODULE_UTILS_PACKAGE}.{name}")
-    cpath = str(collections_path(collection_root()))
-    if cpath not in sys.path:
-        sys.path.insert(0, cpath)
-    return importlib.import_module(f"{MODULE_UTILS_PACKAGE}.{name}")
+def import_plugin_code(dotted: str):
+    """Import plugins/<dotted path>.py of this collection (``plugin_utils.fleet.bench_report``), as Ansible
+    content imports it."""
+    if not (__package__ and __package__.startswith("ansible_collections.")):
+        cpath = str(collections_path(collection_root()))
+        if cpath not in sys.path:
+            sys.path.insert(0, cpath)
+    return importlib.import_module(f"{PLUGINS_PACKAGE}.{dotted}")

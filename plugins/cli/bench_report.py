@@ -25,9 +25,9 @@ PLAN_FILE = "plan.json"
 
 
 def _bench():
-    from ._collection import import_module_util
+    from ._collection import import_plugin_code
 
-    return import_module_util("bench_report")
+    return import_plugin_code("plugin_utils.fleet.bench_report")
 
 
 def load_results(directory: Path) -> list[tuple[str, dict]]:

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The collection's conventions for the roles (module_utils/conventions.py): the accelerator a play serves on when
+"""The collection's conventions for the roles (plugins/module_utils/host_agent/conventions.py): the accelerator a play serves on when
 none is set, and where a host reaches a service bound to an address."""
 
 from __future__ import absolute_import, division, print_function
@@ -11,7 +11,7 @@ __metaclass__ = type
 
 # Each filter's documentation: plugins/filter/<filter name>.yml.
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import conventions as CV
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import conventions as CV
 
 
 def accelerator(value):

@@ -12,28 +12,13 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.diagnostics import (
-    classify,
-    container_facts,
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnostics import (
     container_facts_json,
     parse_df,
     context_from_plan,
     diagnose_replica,
-    format_report,
     replica_names,
 )
-
-
-def diagnose_logs(text, context=None):
-    if text is None:
-        return []
-    if not isinstance(text, (str, list, tuple)):
-        raise AnsibleFilterError("diagnose_logs expects log text or a list of lines, got %s" % type(text).__name__)
-    return classify(list(text) if isinstance(text, (list, tuple)) else text, context or {})
-
-
-def diagnose_report(findings, title=None, raw_lines=None, raw_limit=40):
-    return format_report(findings or [], title=title, raw_lines=raw_lines, raw_limit=int(raw_limit))
 
 
 def _diagnose_replica(evidence, context=None, raw_limit=40):
@@ -45,11 +30,8 @@ def _diagnose_replica(evidence, context=None, raw_limit=40):
 class FilterModule(object):
     def filters(self):
         return {
-            "diagnose_logs": diagnose_logs,
-            "diagnose_report": diagnose_report,
             "diagnose_replica": _diagnose_replica,
             "diagnose_context_from_plan": context_from_plan,
-            "diagnose_container_facts": container_facts,
             "diagnose_replica_names": replica_names,
             "diagnose_container_facts_json": container_facts_json,
             "diagnose_df": parse_df,

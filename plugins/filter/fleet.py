@@ -2,14 +2,14 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters for the fleet stage (balancer, monitoring, upgrade); the logic lives in module_utils/fleet.py."""
+"""Filters for the fleet stage (balancer, monitoring, upgrade); the logic lives in plugins/plugin_utils/fleet/fleet.py."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import fleet
 
 
 def fleet_backends(members):
@@ -33,13 +33,9 @@ def haproxy_servers(text, backend):
         raise AnsibleFilterError("haproxy_servers: %s" % exc)
 
 
-def fleet_server_name(host, replica):
-    """The balancer's name for one replica: <host>-<replica>."""
-    return fleet.server_name(host, replica)
-
-
 def fleet_server_name_for(replica, host):
-    """Same as fleet_server_name, replica first (for map('llmfleet.vllm.fleet_server_name_for', host))."""
+    """The balancer's name for one replica, <host>-<replica>; replica first, for
+    map('llmfleet.vllm.fleet_server_name_for', host)."""
     return fleet.server_name(host, replica)
 
 
@@ -84,7 +80,6 @@ class FilterModule(object):
             "fleet_backends": fleet_backends,
             "prometheus_vllm_targets": prometheus_vllm_targets,
             "haproxy_servers": haproxy_servers,
-            "fleet_server_name": fleet_server_name,
             "fleet_address_port": fleet_address_port,
             "fleet_server_name_for": fleet_server_name_for,
             "address_scope": llmfleet_address_scope,

@@ -2,14 +2,14 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters over container image references; the parsing lives in module_utils/image_ref.py."""
+"""Filters over container image references; the parsing lives in plugins/module_utils/checks/image_ref.py."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.vllm.plugins.module_utils import image_ref
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks import image_ref
 
 
 def vllm_image_ref(ref, mirror_host="", allow_unpinned=False, strict=False):

@@ -13,7 +13,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import held_port_problems, rule_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import held_port_problems, rule_problems
 
 
 def input_rule_problems(rules):

@@ -2,12 +2,12 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters for one model over several hosts; the logic lives in module_utils/multinode.py."""
+"""Filters for one model over several hosts; the logic lives in plugins/module_utils/host_agent/multinode.py."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.vllm.plugins.module_utils import multinode
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import multinode
 
 # Each filter's documentation: plugins/filter/<filter name>.yml.
 

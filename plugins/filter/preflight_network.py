@@ -13,7 +13,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import network_facts as N
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks import network_facts as N
 
 
 def _hosts(hosts):

@@ -2,12 +2,12 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The batches of a rolling upgrade; the logic lives in module_utils/roll.py."""
+"""The batches of a rolling upgrade; the logic lives in plugins/plugin_utils/fleet/roll.py."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.vllm.plugins.module_utils import roll
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import roll
 
 # Each filter's documentation: plugins/filter/<filter name>.yml.
 

@@ -2,13 +2,13 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters that render vLLM flag dicts (see plugins/module_utils/vllm_args.py)."""
+"""Filters that render vLLM flag dicts (see plugins/module_utils/checks/vllm_args.py)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import port_problems
-from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import port_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_args import (
     VllmArgsError,
     argv_groups,
     merge_vllm_args,

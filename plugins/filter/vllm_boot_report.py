@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The vllm_boot_report filter: vLLM's boot log beside the plan (plugins/module_utils/vllm_bootlog.py)."""
+"""The vllm_boot_report filter: vLLM's boot log beside the plan (plugins/plugin_utils/planner/vllm_bootlog.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -48,7 +48,7 @@ _value:
   type: dict
 """
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import vllm_bootlog
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import vllm_bootlog
 
 
 def vllm_boot_report(text, plan, tolerance=vllm_bootlog.DEFAULT_TOLERANCE):

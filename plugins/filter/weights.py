@@ -2,14 +2,14 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters for the model_weights role's peer transfer; the logic lives in module_utils/peer_weights.py."""
+"""Filters for the model_weights role's peer transfer; the logic lives in plugins/module_utils/weights/peer_weights.py."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.vllm.plugins.module_utils import peer_weights
+from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import peer_weights
 
 
 def weights_peer_schedule(hosts, port=8873, fanout=1):

@@ -18,7 +18,7 @@ description:
     host, as the O(llmfleet.vllm.config_files#module:files) list of M(llmfleet.vllm.config_files) takes them.
   - The package holds the hang watchdog, the replica start gate (C(wait-healthy)), the container follower
     (C(follow-container)) and the diagnosis they use. Its modules are the collection's own module_utils files
-    (plugins/module_utils/host_package.py lists them), read on the controller; they import only each other and
+    (the subpackage plugins/module_utils/host_agent, shipped whole), read on the controller; they import only each other and
     the standard library, so the host needs neither Ansible nor the collection.
   - The package directory itself (C(<dir>/llmfleet_host)) must exist or be in the module's O(llmfleet.vllm.config_files#module:directories).
 options:
@@ -54,7 +54,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_package import package_files
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.host_package import package_files
 
 
 class LookupModule(LookupBase):

@@ -139,8 +139,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.network_facts import rdma_facts, read_rdma_tree
-from ansible_collections.llmfleet.vllm.plugins.module_utils.topology import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.network_facts import rdma_facts, read_rdma_tree
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import (
     GpuFactsError, TopologyParseError, collect_gpu_facts, find_nvidia_smi, sysfs_pci_path)
 
 

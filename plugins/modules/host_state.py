@@ -126,14 +126,14 @@ units:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.host_state import (
     DPKG_FORMAT,
     UNIT_PROPERTIES,
     dpkg_states,
     path_state,
     unit_properties,
 )
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import read_text
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.host_files import read_text
 
 
 def main():

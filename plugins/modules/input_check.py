@@ -161,8 +161,8 @@ from urllib.parse import quote
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import parse_help
-from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_flags import parse_help
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import (
     args_extra_flag_problems,
     endpoint_problem,
     env_problems,

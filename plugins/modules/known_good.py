@@ -121,9 +121,9 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import model_dir_digest, read_text
-from ansible_collections.llmfleet.vllm.plugins.module_utils.fetch_place import exchange_dirs, previous_generation
-from ansible_collections.llmfleet.vllm.plugins.module_utils.serving_identity import replica_files
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.host_files import model_dir_digest, read_text
+from ansible_collections.llmfleet.vllm.plugins.module_utils.weights.fetch_place import exchange_dirs, previous_generation
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.serving_identity import replica_files
 
 UNIT_COPY = "unit-template.service"
 

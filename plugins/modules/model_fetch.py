@@ -273,7 +273,7 @@ import shutil
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmfleet.vllm.plugins.module_utils.hub_fetch import FetchError, fetch
+from ansible_collections.llmfleet.vllm.plugins.module_utils.weights.hub_fetch import FetchError, fetch
 
 
 def main():

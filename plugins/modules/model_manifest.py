@@ -77,7 +77,7 @@ digest:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmfleet.vllm.plugins.module_utils import peer_upload
+from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import peer_upload
 
 
 def main():

@@ -82,10 +82,10 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmfleet.vllm.plugins.module_utils import peer_fetch
-from ansible_collections.llmfleet.vllm.plugins.module_utils import peer_upload
-from ansible_collections.llmfleet.vllm.plugins.module_utils import peer_weights
-from ansible_collections.llmfleet.vllm.plugins.module_utils import weights as W
+from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import peer_fetch
+from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import peer_upload
+from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import peer_weights
+from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import weights as W
 
 
 def main():

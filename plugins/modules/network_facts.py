@@ -104,7 +104,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.network_facts import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.network_facts import (
     NetworkFactsError, choose_socket_ifname, container_rdma_options, parse_route_get, rdma_facts, read_interfaces,
     read_rdma_tree)
 

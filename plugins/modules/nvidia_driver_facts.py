@@ -159,7 +159,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmfleet.vllm.plugins.module_utils import nvidia_driver as nd
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import nvidia_driver as nd
 
 FM_PACKAGE = re.compile(r"^nvidia-fabricmanager(-\d+)?$")
 

@@ -99,7 +99,7 @@ import urllib.error
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, open_url
-from ansible_collections.llmfleet.vllm.plugins.module_utils.openai_smoke import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.openai_smoke import (
     chat_reply_text,
     chunk_text,
     model_name_diagnosis,

@@ -210,7 +210,7 @@ from ansible.module_utils.six.moves.http_client import HTTPException
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.restart_verdicts import (
     config_bind_ports,
     docker_time,
     listening_entries,
@@ -220,10 +220,10 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.converge import (
     unit_of_cgroup,
     unit_up,
 )
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import model_dir_digest, read_text
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_state import UNIT_PROPERTIES, unit_properties
-from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import model_dir_problems
-from ansible_collections.llmfleet.vllm.plugins.module_utils.serving_identity import MANIFEST_LABEL
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.host_files import model_dir_digest, read_text
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.host_state import UNIT_PROPERTIES, unit_properties
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import model_dir_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.serving_identity import MANIFEST_LABEL
 
 INSPECT_FORMAT = ("{{json .Name}}\t{{json .Created}}\t{{json .State.Running}}\t{{json .NetworkSettings.Ports}}"
                   "\t{{json .Config.Labels}}\t{{json .HostConfig.NetworkMode}}")

@@ -211,7 +211,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import (
     JSON_FLAGS,
     env_problems,
     head_size_problem,
@@ -219,8 +219,8 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.input_checks import 
     json_argv_problems,
     json_flags_from_help,
 )
-from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_args import VllmArgsError, render_vllm_args
-from ansible_collections.llmfleet.vllm.plugins.module_utils.vllm_flags import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_args import VllmArgsError, render_vllm_args
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_flags import (
     IMAGE_FACTS_SCRIPT,
     argv_flags,
     check_min_version,

@@ -22,8 +22,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "collections"))
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import model_profiles as M  # noqa: E402
-from ansible_collections.llmfleet.vllm.plugins.module_utils import planner as P  # noqa: E402
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import model_profiles as M  # noqa: E402
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P  # noqa: E402
 
 KV_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 CONC_LINE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")

@@ -241,7 +241,7 @@ def test_provoked_failures_get_the_right_diagnosis_in_the_play_output(tmp_path_f
         if wrongname:
             # The real 404 body the engine returned names the model that does not exist; it classifies alone.
             assert "The model `qwen35-a3b` does not exist" in wrongname.body_404, wrongname.body_404
-            from ansible_collections.llmfleet.vllm.plugins.module_utils.diagnostics import classify
+            from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnostics import classify
             body = classify(wrongname.body_404, {"served_model_name": "tiny"})
             assert body and body[0]["id"] == "served_model_name_mismatch" and "tiny" in body[0]["fix"]
             wrong_report = "\n".join(reports[wrongname.replica])

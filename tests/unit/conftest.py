@@ -15,7 +15,7 @@ def install_host_package(libexec, docker=None):
     /usr/bin/docker in the installed copy (for a TEST DOUBLE). Returns libexec."""
     import shutil
 
-    from ansible_collections.llmfleet.vllm.plugins.module_utils.host_package import package_files
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.host_package import package_files
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     os.makedirs(os.path.join(str(libexec), "llmfleet_host"), exist_ok=True)

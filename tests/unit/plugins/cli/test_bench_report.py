@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import bench_report as br
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import bench_report as br
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "bench"
 

@@ -1,7 +1,7 @@
 """Balancer backends and scrape targets from the hosts' serving.json; HAProxy `show stat` parsing."""
 import pytest
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import fleet
 
 
 def serving(base_urls, ports, name="tiny", bind=None):
@@ -137,7 +137,7 @@ def test_replicas_behind_an_edge_are_not_exposed():
 # ---- the serving hosts as the balancer / monitoring play reads them (fleet_members, fleet_addresses) -----------
 
 def test_a_host_is_reached_by_its_fleet_address_then_its_default_ipv4_address():
-    from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet as FL
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import fleet as FL
     facts = {"ansible_facts": {"default_ipv4": {"address": "10.0.0.3"}}}
     assert FL.host_address(dict(facts, llmfleet_fleet_address="10.9.9.9"), "h") == "10.9.9.9"
     assert FL.host_address(facts, "h") == "10.0.0.3"
@@ -150,7 +150,7 @@ def test_a_host_is_reached_by_its_fleet_address_then_its_default_ipv4_address():
 def test_serving_members_decode_each_hosts_serving_json_and_an_unread_one_serves_nothing():
     import base64
     import json
-    from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet as FL
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import fleet as FL
     doc = {"edge": True, "replicas": [{"name": "0", "port": 8000}]}
     results = [{"item": "h1", "content": base64.b64encode(json.dumps(doc).encode()).decode()},
                {"item": "h2", "failed": True}]
@@ -160,7 +160,7 @@ def test_serving_members_decode_each_hosts_serving_json_and_an_unread_one_serves
 
 def test_serving_members_read_host_state_results_as_the_roles_register_them():
     import json
-    from ansible_collections.llmfleet.vllm.plugins.module_utils import fleet as FL
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import fleet as FL
     doc = {"edge": True, "replicas": [{"name": "0", "port": 8000}]}
     results = [{"item": "h1", "files": {"/etc/llmfleet/serving.json": json.dumps(doc)}},
                {"item": "h2", "files": {"/etc/llmfleet/serving.json": None}},

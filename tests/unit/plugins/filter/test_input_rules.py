@@ -5,7 +5,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.vllm.plugins.filter.input_rules import FilterModule
-from ansible_collections.llmfleet.vllm.plugins.module_utils import input_checks as I
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks import input_checks as I
 
 RULE_IMAGE = {"group": "image", "fail": True, "var": "vllm_server_image", "msg": "vllm_server_image is empty.",
               "fix": "Set it."}

@@ -7,8 +7,8 @@ import stat
 import subprocess
 import sys
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils import hub_fetch
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_files import model_dir_digest
+from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import hub_fetch
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.host_files import model_dir_digest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 ANSIBLE_BIN = os.path.dirname(sys.executable)
