@@ -177,8 +177,8 @@ def prefix_caching_reason(profile, objective, requested, on, arch, vllm_version=
             word, why, "on" if vllm_on else "off")
     f = feats.get("prefix_caching")
     if f is None or f.get("default") == VLLM_DEFAULT:
-        return "Prefix caching %s: %s%s." % (word, why, "" if f is not None else
-                                               " (the profile renders no prefix-caching flag, so vLLM decides)")
+        tail = "" if f is not None else " (the profile renders no prefix-caching flag, so vLLM decides)"
+        return "Prefix caching %s: %s%s." % (word, why, tail)
     return "Prefix caching %s: the profile's default for the %s objective (%s would be %s by default)." % (
         word, objective, why, "on" if vllm_on else "off")
 

@@ -2,7 +2,8 @@
 tests/device/arch_matrix/; each directory's cases.json lists its runs, a case's "gpu" names the lent GPU, H200 unless
 it says otherwise) against the planner, planned from each model's own published config.json with
 no profile file: vLLM's "Available KV cache memory" and "Maximum concurrency" within 1% and never more than 0.5% above
-(issue #40), prefix caching as vLLM's own default decided it, and the KV layout exact (block size, groups, num_blocks and concurrency from vLLM's own available memory)."""
+(issue #40), prefix caching as vLLM's own default decided it, and the KV layout exact (block size, groups, num_blocks
+and concurrency from vLLM's own available memory)."""
 import glob
 import json
 import os
