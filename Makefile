@@ -13,6 +13,7 @@ CACHE     := .cache
 VERSION   := $(shell sed -n 's/^version: *//p' galaxy.yml)
 TARBALL   := $(CACHE)/dist/llmfleet-vllm-$(VERSION).tar.gz
 TESTBED   := $(CACHE)/testbed.env
+DOCS      := $(CACHE)/docs
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -29,10 +30,11 @@ FULL_SCENARIOS ?= fleet multinode
 HOST_SCENARIOS ?= docker_engine nvidia_container_toolkit nvidia_driver
 DISTROS ?= debian13-systemd
 
-.PHONY: help venv testbed lint unit sanity install-test molecule molecule-distros integration test test-full demo build clean ee
+.PHONY: help venv testbed lint changelog-lint docs-lint unit sanity install-test molecule molecule-distros integration test \
+	test-full demo build clean ee docs docs-test chromium release-check
 help:
 	@echo "make demo   - serve the tiny test model on a local test host (no GPU) and print the endpoint"
-	@echo "make test   - lint (ansible-lint production), unit tests, ansible-test sanity, install test,"
+	@echo "make test   - lint (ansible-lint production, changelog + docs lint), unit tests, ansible-test sanity, install test,"
 	@echo "              Molecule scenarios, integration tests"
 	@echo "make sanity - ansible-test sanity (every test that runs offline) on a copy laid out as a collection"
 	@echo "make install-test - build the tarball, install it into an empty collections path, plan from outside"
@@ -40,6 +42,9 @@ help:
 	@echo "make test-full - make test + the fleet scenario + full-deployment fault and secrets-audit tests"
 	@echo "              + make molecule-distros (host-layer scenarios on Debian 13)"
 	@echo "make ee    - build the execution environment (execution-environment.yml, docs/EE.md), cached by content hash"
+	@echo "make docs  - build the docs site (antsibull-docs + Sphinx) into $(DOCS)/html"
+	@echo "make docs-test - make docs, then open three of its pages in headless Chromium (screenshots: tests/output/docs/)"
+	@echo "make release-check - what must hold before tagging a release (docs/RELEASING.md)"
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,8 +60,19 @@ venv: $(BIN)/.installed
 testbed: $(if $(wildcard $(BIN)/.installed),venv)
 	tests/testbed/up.sh $(TESTBED)
 
-lint: venv
+# ansible-lint, then the two gates of Ansible's own collections: the changelog and the plugin docs.
+lint: venv changelog-lint docs-lint
 	$(BIN)/ansible-lint --profile production
+
+# antsibull-changelog's fragments and changelogs/changelog.yaml are well-formed, and a change to plugins/ or roles/
+# came with a fragment (tests/release/check_fragments.py says against which base; docs/RELEASING.md).
+changelog-lint: venv
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/python tests/release/check_fragments.py
+
+# Every plugin's and role's documentation as antsibull-docs reads it (the docs site's source), and docs/docsite/.
+docs-lint: venv
+	$(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
 
 unit: venv
 	$(BIN)/pytest -q tests/unit
@@ -89,9 +105,9 @@ integration: testbed
 
 test: lint unit sanity install-test molecule integration
 
-# Everything in `make test`, plus the fleet scenario and the full-deployment reliability tests.
+# Everything in `make test`, plus the fleet scenario, the full-deployment reliability tests and the docs site.
 test-full: export LLMFLEET_FULL := 1
-test-full: test
+test-full: test docs-test
 	$(MAKE) molecule SCENARIOS="$(FULL_SCENARIOS)"
 	$(MAKE) molecule-distros
 	set -a; . $(TESTBED); set +a; $(BIN)/python tests/reliability_report.py || true
@@ -104,6 +120,23 @@ ee: venv
 build: venv
 	mkdir -p $(CACHE)/dist
 	$(BIN)/ansible-galaxy collection build --force --output-path $(CACHE)/dist .
+
+# The docs site (docs/site/build.sh): a page per module, plugin and role entry point, and the guides of docs/.
+docs: venv
+	docs/site/build.sh $(DOCS)
+
+# Debian's Chromium for the browser test, installed when missing (as the test bed installs Debian's docker.io).
+chromium:
+	test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+
+# The built site in headless Chromium: the front page, vllm_plan's and vllm_server's pages (tests/docs/test_site.py).
+docs-test: docs chromium
+	LLMFLEET_DOCS_SITE=$(CURDIR)/$(DOCS)/html $(BIN)/pytest -q -p no:cacheprovider tests/docs
+
+# Before tagging a release (docs/RELEASING.md): the version has its release in the changelog, no fragment is left
+# unreleased, galaxy.yml's links are filled in, and the tarball of that version builds.
+release-check: changelog-lint docs-lint build
+	$(BIN)/python tests/release/check_release.py $(TARBALL)
 
 demo: testbed
 	set -a; . $(TESTBED); set +a; tests/testbed/demo.sh

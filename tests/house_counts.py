@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The house's counts (issue "The house, second step"), printed for a closing note and compared across commits:
 
   python3 tests/house_counts.py [ROOT]

@@ -157,6 +157,92 @@ def _gpu_facts_arg(value):
     return one(value, "")
 
 
+def _hardware(args):
+    """(the gpu_facts to plan for, annotated from the GPU catalogue, or None; the table label, or None): from
+    gpu_facts, gpu_facts_file or described hardware, whichever is given."""
+    label = args.get("hardware_label")
+    facts = None
+    if args["gpu_facts"] is not None:
+        facts = _gpu_facts_arg(args["gpu_facts"])
+    elif args["gpu_facts_file"]:
+        facts = _load_facts_file(args["gpu_facts_file"])
+    elif args["hardware"] is not None:
+        facts = gpu_facts_from_spec(args["hardware"], load_catalogue())
+        if label is None and isinstance(args["hardware"], str):
+            label = args["hardware"]
+            if (args["hosts"] or 1) > 1:
+                label = "%d x (%s)" % (args["hosts"], label)
+    if facts is not None:
+        # One place for each GPU fact: the catalogue adds what nvidia-smi's name implies (driver reserve,
+        # FP8 support) to real gpu_facts and described hardware alike.
+        cat = load_catalogue()
+        facts = [annotate_gpu_facts(f, cat) for f in facts] if isinstance(facts, list) \
+            else annotate_gpu_facts(facts, cat)
+    return facts, label
+
+
+def _check_accelerator(args, facts):
+    """GPUs to plan for on the GPU engine, none on the CPU engine."""
+    if args["accelerator"] == "gpu" and facts is None:
+        raise PlanError("give gpu_facts (from llmfleet.vllm.gpu_facts), gpu_facts_file or hardware; "
+                        "or plan for the CPU engine with accelerator: cpu")
+    if args["accelerator"] == "cpu" and facts is not None and (isinstance(facts, list) or facts.get("gpus")):
+        raise PlanError("accelerator cpu plans for the vLLM CPU engine: drop gpu_facts / hardware")
+
+
+def _plan_model(args, facts, profiles):
+    """(the plan, the model's profile, the inputs as the engine will run): by the planner, or by hand for a model
+    it does not understand."""
+    try:
+        profile = _resolve_model(args, profiles)
+    except NotModelledError as e:
+        if getattr(e, "model_files", None) is None:
+            raise
+        profile = {"hub_metadata": e.model_files["hub_metadata"]}
+        args, _hybrid, notes = _engine_inputs(args)
+        p = _plan_by_hand(args, facts, e)
+    else:
+        args, hybrid, notes = _engine_inputs(args, profile)
+        if args["accelerator"] == "gpu" and args["kv_cache_memory_bytes"]:
+            raise PlanError("kv_cache_memory_bytes is for a model the planner does not understand; it sizes "
+                            "the KV cache of %s itself (from gpu_memory_utilization): drop "
+                            "kv_cache_memory_bytes (or --kv-cache-memory-bytes from %s)"
+                            % (args["model"], args["engine_args_var"]))
+        p = plan(facts, profile, objective=args["objective"], max_model_len=args["max_model_len"],
+                 max_num_seqs=args["max_num_seqs"], gpu_memory_utilization=args["gpu_memory_utilization"],
+                 accelerator=args["accelerator"], kv_cache_memory_bytes=args["kv_cache_memory_bytes"],
+                 features=args["features"], tensor_parallel_size=args["tensor_parallel_size"],
+                 enable_expert_parallel=args["enable_expert_parallel"], kv_cache_dtype=args["kv_cache_dtype"],
+                 vllm_version=args["vllm_version"], max_num_batched_tokens=args["max_num_batched_tokens"],
+                 replicas=args["replicas"], hosts=args["hosts"], alternatives=list(profiles.values()),
+                 hybrid_manager=hybrid)
+    if notes:
+        p.setdefault("reasons", []).insert(0, "Planned for the engine as it will run, with what %s adds to the "
+                                              "plan's flags: %s." % (args["engine_args_var"], ", ".join(notes)))
+    return p, profile, args
+
+
+def _label_from_facts(args, facts):
+    """The table label of the hardware planned for: "CPU engine", or the GPUs ("2x NVIDIA H200"), per host."""
+    if args["accelerator"] == "cpu":
+        return "CPU engine"
+    one = facts[0] if isinstance(facts, list) else facts
+    names = sorted({g.get("name") or "GPU" for g in one["gpus"]})
+    label = "%dx %s" % (len(one["gpus"]), "/".join(names))
+    hosts = len(facts) if isinstance(facts, list) else (args["hosts"] or 1)
+    if hosts > 1:
+        label = "%d x (%s)" % (hosts, label)
+    return label
+
+
+def _not_fit_message(p):
+    # The reasons that say why it does not fit (memory, vLLM version), else the last one.
+    why = [r for r in p["reasons"] if r.startswith("Does not fit") or " is older than " in r]
+    return "%s does not fit: %s Suggestions: %s" % (
+        p["model"], " ".join(why or p["reasons"][-1:]),
+        " / ".join(s["text"] for s in p["suggestions"]) or "none")
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -166,76 +252,17 @@ class ActionModule(ActionBase):
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC,
                                                         mutually_exclusive=MUTUALLY_EXCLUSIVE)
-        label = args.get("hardware_label")
         try:
-            facts = None
-            if args["gpu_facts"] is not None:
-                facts = _gpu_facts_arg(args["gpu_facts"])
-            elif args["gpu_facts_file"]:
-                facts = _load_facts_file(args["gpu_facts_file"])
-            elif args["hardware"] is not None:
-                facts = gpu_facts_from_spec(args["hardware"], load_catalogue())
-                if label is None and isinstance(args["hardware"], str):
-                    label = args["hardware"]
-                    if (args["hosts"] or 1) > 1:
-                        label = "%d x (%s)" % (args["hosts"], label)
-            if facts is not None:
-                # One place for each GPU fact: the catalogue adds what nvidia-smi's name implies (driver reserve,
-                # FP8 support) to real gpu_facts and described hardware alike.
-                cat = load_catalogue()
-                facts = [annotate_gpu_facts(f, cat) for f in facts] if isinstance(facts, list) \
-                    else annotate_gpu_facts(facts, cat)
-            if args["accelerator"] == "gpu" and facts is None:
-                raise PlanError("give gpu_facts (from llmfleet.vllm.gpu_facts), gpu_facts_file or hardware; "
-                                "or plan for the CPU engine with accelerator: cpu")
-            if args["accelerator"] == "cpu" and facts is not None and (isinstance(facts, list) or facts.get("gpus")):
-                raise PlanError("accelerator cpu plans for the vLLM CPU engine: drop gpu_facts / hardware")
-            profiles = _load_all(args["profiles_path"])
-            try:
-                profile = _resolve_model(args, profiles)
-            except NotModelledError as e:
-                if getattr(e, "model_files", None) is None:
-                    raise
-                profile = {"hub_metadata": e.model_files["hub_metadata"]}
-                args, _hybrid, notes = _engine_inputs(args)
-                p = _plan_by_hand(args, facts, e)
-            else:
-                args, hybrid, notes = _engine_inputs(args, profile)
-                if args["accelerator"] == "gpu" and args["kv_cache_memory_bytes"]:
-                    raise PlanError("kv_cache_memory_bytes is for a model the planner does not understand; it sizes "
-                                    "the KV cache of %s itself (from gpu_memory_utilization): drop "
-                                    "kv_cache_memory_bytes (or --kv-cache-memory-bytes from %s)"
-                                    % (args["model"], args["engine_args_var"]))
-                p = plan(facts, profile, objective=args["objective"], max_model_len=args["max_model_len"],
-                         max_num_seqs=args["max_num_seqs"], gpu_memory_utilization=args["gpu_memory_utilization"],
-                         accelerator=args["accelerator"], kv_cache_memory_bytes=args["kv_cache_memory_bytes"],
-                         features=args["features"], tensor_parallel_size=args["tensor_parallel_size"],
-                         enable_expert_parallel=args["enable_expert_parallel"], kv_cache_dtype=args["kv_cache_dtype"],
-                         vllm_version=args["vllm_version"], max_num_batched_tokens=args["max_num_batched_tokens"],
-                         replicas=args["replicas"], hosts=args["hosts"], alternatives=list(profiles.values()),
-                         hybrid_manager=hybrid)
-            if notes:
-                p.setdefault("reasons", []).insert(0, "Planned for the engine as it will run, with what %s adds to the "
-                                                      "plan's flags: %s." % (args["engine_args_var"], ", ".join(notes)))
+            facts, label = _hardware(args)
+            _check_accelerator(args, facts)
+            p, profile, args = _plan_model(args, facts, _load_all(args["profiles_path"]))
         except (PlanError, ProfileError, CatalogueError, H.HubMetadataError, ValueError, OSError) as e:
             raise AnsibleActionFail("vllm_plan: %s" % e)
         if label is None:
-            if args["accelerator"] == "cpu":
-                label = "CPU engine"
-            else:
-                one = facts[0] if isinstance(facts, list) else facts
-                names = sorted({g.get("name") or "GPU" for g in one["gpus"]})
-                label = "%dx %s" % (len(one["gpus"]), "/".join(names))
-                hosts = len(facts) if isinstance(facts, list) else (args["hosts"] or 1)
-                if hosts > 1:
-                    label = "%d x (%s)" % (hosts, label)
+            label = _label_from_facts(args, facts)
         result.update(changed=False, plan=p, table_header=TABLE_HEADER, table_row=table_row(label, p),
                       hub_metadata=profile.get("hub_metadata"))
         if args["fail_if_not_fits"] and not p["fits"]:
             result["failed"] = True
-            # The reasons that say why it does not fit (memory, vLLM version), else the last one.
-            why = [r for r in p["reasons"] if r.startswith("Does not fit") or " is older than " in r]
-            result["msg"] = "%s does not fit: %s Suggestions: %s" % (
-                p["model"], " ".join(why or p["reasons"][-1:]),
-                " / ".join(s["text"] for s in p["suggestions"]) or "none")
+            result["msg"] = _not_fit_message(p)
         return result

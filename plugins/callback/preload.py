@@ -12,7 +12,7 @@ name: preload
 type: aggregate
 author:
   - llmfleet maintainers (!UNKNOWN)
-version_added: "0.1.0"
+version_added: "1.0.0"
 short_description: Load the plays' connection plugins and the Jinja plugins once, before the first task forks a worker
 description:
   - C(ansible-playbook) runs each task of each host in a process it forks for that task. A plugin the main process

@@ -64,3 +64,12 @@ def import_plugin_code(dotted: str):
         if cpath not in sys.path:
             sys.path.insert(0, cpath)
     return importlib.import_module(f"{PLUGINS_PACKAGE}.{dotted}")
+
+
+def resolve_path(value: str, root: Path, what: str) -> str:
+    """The absolute path of value (a playbook, an inventory), relative to the current directory or else to the
+    collection root; ValueError naming what it is when neither holds it."""
+    for candidate in (Path(value), root / value):
+        if candidate.exists():
+            return str(candidate.resolve())
+    raise ValueError(f"{what} {value!r} not found (looked relative to {os.getcwd()} and to the collection root {root})")

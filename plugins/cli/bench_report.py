@@ -93,78 +93,87 @@ def plan_caption(plan: dict, rows: list[dict]) -> str:
     return "  \u00b7  ".join(p for p in parts if p)
 
 
+def _concurrency_axis(ax, ylabel, ticks):
+    """A log2 x axis of the concurrency levels (ticks), a y axis from 0."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(t) for t in ticks])
+    ax.set_xlabel("concurrent requests")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_ylim(bottom=0)
+
+
+def _series(rows, field):
+    """(concurrency levels, values) of one field, where the rows have it."""
+    pts = [(r["concurrency"], r[field]) for r in rows if r.get(field) is not None]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _save(plt, fig, path: Path, caption: str) -> None:
+    if caption:
+        fig.text(0.5, 0.01, caption, ha="center", fontsize=8, color="dimgray")
+    fig.tight_layout(rect=(0, 0.04 if caption else 0, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _plot_throughput(plt, rows, before_rows, ticks, path: Path, caption: str) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    x, y = _series(rows, "output_throughput")
+    ax.plot(x, y, marker="o", linewidth=2, color="tab:blue", label="this run")
+    for xi, yi in zip(x, y):
+        ax.annotate(f"{yi:.3g}", (xi, yi), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=9)
+    if before_rows:
+        bx, by = _series(before_rows, "output_throughput")
+        ax.plot(bx, by, marker="s", linestyle="--", color="tab:gray", label="before")
+        ax.legend(loc="lower right")
+    _concurrency_axis(ax, "output tokens / s", ticks)
+    ax.set_title("Output throughput vs concurrency")
+    ax.set_ylim(top=max(y + [0]) * 1.18 or 1)
+    _save(plt, fig, path, caption)
+
+
+def _latency_panel(ax, metric, title, rows, before_rows, slos, ticks) -> None:
+    """One latency metric (ttft, itl): p50 and p99 of this run (and before), and its SLO lines."""
+    for stat, style in (("p50", {"marker": "o", "color": "tab:blue"}), ("p99", {"marker": "^", "color": "tab:red"})):
+        x, y = _series(rows, f"{metric}_{stat}_ms")
+        ax.plot(x, y, linewidth=2, label=stat, **style)
+        if before_rows:
+            bx, by = _series(before_rows, f"{metric}_{stat}_ms")
+            ax.plot(bx, by, linestyle="--", alpha=0.6, label=f"{stat} before", marker=style["marker"],
+                    color="tab:gray")
+    for stat in ("p50", "p90", "p99", "mean"):
+        limit = slos.get(f"{metric}_{stat}_ms")
+        if limit is not None:
+            ax.axhline(limit, color="black", linestyle=":", linewidth=1.2)
+            ax.annotate(f"SLO {stat} \u2264 {limit:g} ms", (0.02, limit), xycoords=("axes fraction", "data"),
+                        textcoords="offset points", xytext=(0, 4), fontsize=8)
+    _concurrency_axis(ax, "milliseconds", ticks)
+    ax.set_title(f"{title} (p50 / p99)")
+    # headroom above the highest point, so that the legend never sits on a line
+    ax.set_ylim(top=max([line_y for line in ax.get_lines() for line_y in line.get_ydata()] + [1]) * 1.25)
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
+
+
 def draw_plots(rows, out: Path, slos: dict, before_rows=None, caption: str = "") -> list[tuple[str, str]]:
     """throughput.png and latency.png; returns [(title, file name)] for the report."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullLocator
 
-    levels = [r["concurrency"] for r in rows]
-
-    def axis(ax, ylabel):
-        ax.set_xscale("log", base=2)
-        ticks = sorted(set(levels + [r["concurrency"] for r in before_rows or []]))
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([str(t) for t in ticks])
-        ax.set_xlabel("concurrent requests")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="major", alpha=0.3)
-        ax.set_ylim(bottom=0)
-
-    def series(rs, field):
-        pts = [(r["concurrency"], r[field]) for r in rs if r.get(field) is not None]
-        return [p[0] for p in pts], [p[1] for p in pts]
-
-    plots = []
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    x, y = series(rows, "output_throughput")
-    ax.plot(x, y, marker="o", linewidth=2, color="tab:blue", label="this run")
-    for xi, yi in zip(x, y):
-        ax.annotate(f"{yi:.3g}", (xi, yi), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=9)
-    if before_rows:
-        bx, by = series(before_rows, "output_throughput")
-        ax.plot(bx, by, marker="s", linestyle="--", color="tab:gray", label="before")
-        ax.legend(loc="lower right")
-    axis(ax, "output tokens / s")
-    ax.set_title("Output throughput vs concurrency")
-    ax.set_ylim(top=max(y + [0]) * 1.18 or 1)
-    if caption:
-        fig.text(0.5, 0.01, caption, ha="center", fontsize=8, color="dimgray")
-    fig.tight_layout(rect=(0, 0.04 if caption else 0, 1, 1))
-    fig.savefig(out / "throughput.png")
-    plt.close(fig)
-    plots.append(("Output throughput vs concurrency", "throughput.png"))
-
+    ticks = sorted(set([r["concurrency"] for r in rows] + [r["concurrency"] for r in before_rows or []]))
+    _plot_throughput(plt, rows, before_rows, ticks, out / "throughput.png", caption)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
     for ax, metric, title in ((axes[0], "ttft", "Time to first token"), (axes[1], "itl", "Inter-token latency")):
-        for stat, style in (("p50", {"marker": "o", "color": "tab:blue"}), ("p99", {"marker": "^", "color": "tab:red"})):
-            x, y = series(rows, f"{metric}_{stat}_ms")
-            ax.plot(x, y, linewidth=2, label=stat, **style)
-            if before_rows:
-                bx, by = series(before_rows, f"{metric}_{stat}_ms")
-                ax.plot(bx, by, linestyle="--", alpha=0.6, label=f"{stat} before", marker=style["marker"],
-                        color="tab:gray")
-        for stat in ("p50", "p90", "p99", "mean"):
-            limit = slos.get(f"{metric}_{stat}_ms")
-            if limit is not None:
-                ax.axhline(limit, color="black", linestyle=":", linewidth=1.2)
-                ax.annotate(f"SLO {stat} \u2264 {limit:g} ms", (0.02, limit), xycoords=("axes fraction", "data"),
-                            textcoords="offset points", xytext=(0, 4), fontsize=8)
-        axis(ax, "milliseconds")
-        ax.set_title(f"{title} (p50 / p99)")
-        # headroom above the highest point, so that the legend never sits on a line
-        ax.set_ylim(top=max([line_y for line in ax.get_lines() for line_y in line.get_ydata()] + [1]) * 1.25)
-        ax.legend(loc="upper left", fontsize=8, ncol=2)
-    if caption:
-        fig.text(0.5, 0.01, caption, ha="center", fontsize=8, color="dimgray")
-    fig.tight_layout(rect=(0, 0.04 if caption else 0, 1, 1))
-    fig.savefig(out / "latency.png")
-    plt.close(fig)
-    plots.append(("Latency vs concurrency: TTFT and ITL, p50 and p99", "latency.png"))
-    return plots
+        _latency_panel(ax, metric, title, rows, before_rows, slos, ticks)
+    _save(plt, fig, out / "latency.png", caption)
+    return [("Output throughput vs concurrency", "throughput.png"),
+            ("Latency vs concurrency: TTFT and ITL, p50 and p99", "latency.png")]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,97 +36,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-# A name is secret when one of its words (split on anything not a letter or digit) is one of these,
-# or when it holds "api" followed by "key", or ends in "pass". Words, not substrings: max_tokens is
-# a number that must stay readable (and unredacted) in the artifacts.
-SECRET_WORDS = frozenset({"token", "password", "passwd", "apikey", "secret", "secrets"})
-REDACTED = "********"
-# Values shorter than this are not treated as secrets when scanning (redacting every "1" or "ab"
-# in the artifacts would destroy them and protect nothing).
-MIN_SECRET_LEN = 4
-MESSAGE_LIMIT = 2000
-STREAM_TAIL_LIMIT = 600
-
-
-# --------------------------------------------------------------------------------------------
-# Pure helpers (unit-tested in tests/unit/plugins/cli/test_runner.py)
-# --------------------------------------------------------------------------------------------
-def is_secret_name(name: str) -> bool:
-    """True when a variable name looks like it holds a secret (hub_token, HF_TOKEN, vllm_api_key,
-    db_password, client_secret, ansible_become_pass; not max_tokens or llmfleet_model)."""
-    words = [w for w in re.split(r"[^a-z0-9]+", str(name).lower()) if w]
-    if any(w in SECRET_WORDS for w in words):
-        return True
-    if any(a == "api" and b == "key" for a, b in zip(words, words[1:])):
-        return True
-    return bool(words) and words[-1] == "pass"
-
-
-def _contains_secret_key(value) -> bool:
-    if isinstance(value, Mapping):
-        return any(is_secret_name(k) or _contains_secret_key(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_contains_secret_key(v) for v in value)
-    return False
-
-
-def split_extravars(extravars: Mapping) -> tuple[dict, dict]:
-    """Split extra vars into (public, secret) by top-level variable.
-
-    A top-level variable is secret when its name looks secret or when it holds a mapping with a
-    secret-looking key anywhere inside (``{"hub": {"token": ...}}`` travels whole in the secret file).
-    """
-    public, secret = {}, {}
-    for key, value in extravars.items():
-        if is_secret_name(key) or _contains_secret_key(value):
-            secret[key] = value
-        else:
-            public[key] = value
-    return public, secret
-
-
-def _leaves(value, under_secret: bool) -> Iterable[str]:
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            yield from _leaves(v, under_secret or is_secret_name(k))
-    elif isinstance(value, list):
-        for v in value:
-            yield from _leaves(v, under_secret)
-    elif under_secret and value is not None and not isinstance(value, bool):
-        yield str(value)
-
-
-def secret_values(secret_vars: Mapping, environ: Mapping[str, str] | None = None) -> list[str]:
-    """The strings to keep out of artifacts and output: the leaves under secret-named keys of the
-    secret extra vars, and the values of secret-named environment variables. Longest first, so that
-    redaction replaces a secret before any secret it contains."""
-    found = set()
-    for key, value in secret_vars.items():
-        found.update(_leaves(value, is_secret_name(key)))
-    for key, value in (environ or {}).items():
-        if is_secret_name(key):
-            found.add(str(value))
-    return sorted((s for s in found if len(s) >= MIN_SECRET_LEN), key=lambda s: (-len(s), s))
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret (and its JSON-escaped form) in text."""
-    for secret in secrets:
-        text = text.replace(secret, REDACTED)
-        escaped = json.dumps(secret)[1:-1]
-        if escaped != secret:
-            text = text.replace(escaped, REDACTED)
-    return text
+from ._collection import resolve_path
+from .ee_setup import EE_SECRETS_FILE, ee_mount, ee_options_error, ee_playbook, fqcn_prefix, passed_env, prepare_ee
+from .run_secrets import redact, redact_command_env, scrub_tree, secret_values, split_extravars, write_private_json
+from .run_summary import build_summary
 
 
 def parse_extra_var(arg: str, read_file=None) -> dict:
@@ -165,235 +87,6 @@ def parse_extra_var(arg: str, read_file=None) -> dict:
             )
         result[key] = value
     return result
-
-
-def _tail(text: str, limit: int) -> str:
-    text = str(text).strip()
-    return text if len(text) <= limit else "..." + text[-limit:]
-
-
-def failure_message(res) -> str:
-    """A one-paragraph message from a failed/unreachable task result (event_data.res).
-
-    A no_log result carries only ``censored``: that text is returned, nothing else.
-    """
-    if not isinstance(res, Mapping):
-        return _tail(res, MESSAGE_LIMIT) if res else "task failed (no result recorded)"
-    if "censored" in res:
-        return str(res["censored"])
-    parts = []
-    msg = res.get("msg")
-    if msg:
-        parts.append(msg if isinstance(msg, str) else json.dumps(msg, sort_keys=True))
-    rc = res.get("rc")
-    if isinstance(rc, int) and rc != 0:
-        parts.append(f"rc={rc}")
-    results = res.get("results")
-    if isinstance(results, list):
-        for item in results:
-            if isinstance(item, Mapping) and (item.get("failed") or item.get("unreachable")):
-                label = item.get("_ansible_item_label", item.get("item"))
-                parts.append(f"item {json.dumps(label, sort_keys=True, default=str)}: {failure_message(item)}")
-    if res.get("stderr"):
-        parts.append("stderr: " + _tail(res["stderr"], STREAM_TAIL_LIMIT))
-    elif res.get("stdout") and isinstance(rc, int) and rc != 0:
-        parts.append("stdout: " + _tail(res["stdout"], STREAM_TAIL_LIMIT))
-    if not parts and res.get("exception"):
-        parts.append(_tail(res["exception"], STREAM_TAIL_LIMIT))
-    if not parts:
-        return "task failed (no message)"
-    return _tail("; ".join(parts), MESSAGE_LIMIT)
-
-
-def host_stats(stats_event_data: Mapping | None) -> dict:
-    """Per-host counters from a playbook_on_stats event's data."""
-    if not stats_event_data:
-        return {}
-    fields = {
-        "ok": "ok", "changed": "changed", "failed": "failures", "unreachable": "dark",
-        "skipped": "skipped", "rescued": "rescued", "ignored": "ignored",
-    }
-    hosts = set()
-    for source in list(fields.values()) + ["processed"]:
-        hosts.update((stats_event_data.get(source) or {}).keys())
-    return {
-        host: {name: int((stats_event_data.get(source) or {}).get(host, 0)) for name, source in fields.items()}
-        for host in sorted(hosts)
-    }
-
-
-def failed_tasks(events: Iterable[Mapping], hosts: Mapping[str, Mapping] | None = None) -> list[dict]:
-    """Tasks that failed or found their host unreachable, in event order.
-
-    Failures with ignore_errors are not failures. When the run's stats are known, failures on hosts
-    whose stats count no failure and no unreachable (a ``rescue`` handled them) are left out too.
-    """
-    out = []
-    for event in events:
-        kind = event.get("event")
-        if kind not in ("runner_on_failed", "runner_on_unreachable", "runner_on_async_failed"):
-            continue
-        data = event.get("event_data") or {}
-        if data.get("ignore_errors"):
-            continue
-        host = data.get("host") or data.get("remote_addr") or "?"
-        if hosts and host in hosts and not (hosts[host]["failed"] or hosts[host]["unreachable"]):
-            continue
-        msg = failure_message(data.get("res"))
-        if kind == "runner_on_unreachable":
-            msg = "UNREACHABLE: " + msg
-        out.append({
-            "host": host,
-            "task": data.get("task") or "",
-            "role": data.get("role") or None,
-            "msg": msg,
-        })
-    return out
-
-
-def build_summary(events: list[Mapping], *, status: str, rc: int, elapsed_s: float, playbook: str,
-                  artifacts_dir: str | None, secrets: Iterable[str] = (), stdout_tail: str = "",
-                  check: bool = False, warnings: Iterable[str] = ()) -> dict:
-    """The JSON document llmfleet-run prints. Pure: events are ansible-runner event dicts."""
-    secrets = list(secrets)
-    stats = None
-    for event in events:
-        if event.get("event") == "playbook_on_stats":
-            stats = event.get("event_data") or {}
-    hosts = host_stats(stats)
-    tasks = failed_tasks(events, hosts if stats is not None else None)
-    for task in tasks:
-        task["msg"] = redact(task["msg"], secrets)
-    summary = {
-        "status": status,
-        "rc": rc,
-        "elapsed_s": round(float(elapsed_s), 3),
-        "playbook": playbook,
-        "check_mode": bool(check),
-        "hosts": hosts,
-        "failed_tasks": tasks,
-        "artifacts_dir": artifacts_dir,
-    }
-    if stats is None and rc != 0:
-        # Ansible stopped before the play ran (syntax error, missing role, bad inventory...): the
-        # only account of why is its output.
-        summary["error"] = redact(_tail(stdout_tail, MESSAGE_LIMIT), secrets) or f"ansible-playbook exited {rc}"
-    if warnings:
-        summary["warnings"] = list(warnings)
-    return summary
-
-
-# --------------------------------------------------------------------------------------------
-# Side effects: files, the run itself
-# --------------------------------------------------------------------------------------------
-def scrub_tree(root: Path, secrets: list[str]) -> list[str]:
-    """Overwrite every secret found in files under root; return the files that held one (relative)."""
-    hits = []
-    if not secrets:
-        return hits
-    needles = []
-    for secret in secrets:
-        for form in sorted({secret, json.dumps(secret)[1:-1]}):
-            needles.append(form.encode("utf-8"))
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
-        data = path.read_bytes()
-        if not any(n in data for n in needles):
-            continue
-        for needle in needles:
-            data = data.replace(needle, REDACTED.encode())
-        path.write_bytes(data)
-        hits.append(str(path.relative_to(root)))
-    return hits
-
-
-def redact_command_env(artifacts: Path) -> None:
-    """ansible-runner records the whole environment of the run in artifacts/<ident>/command:
-    blank the values of secret-named variables there (CI secrets usually arrive as environment)."""
-    for command_file in artifacts.glob("*/command"):
-        try:
-            data = json.loads(command_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        env = data.get("env") if isinstance(data, dict) else None
-        if isinstance(env, dict):
-            for key in env:
-                if is_secret_name(key):
-                    env[key] = REDACTED
-            command_file.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-
-
-def _write_private_json(directory: Path, name: str, data: Mapping) -> Path:
-    path = directory / name
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-    return path
-
-
-def _resolve_path(value: str, root: Path, what: str) -> str:
-    for candidate in (Path(value), root / value):
-        if candidate.exists():
-            return str(candidate.resolve())
-    raise ValueError(f"{what} {value!r} not found (looked relative to {os.getcwd()} and to the collection root {root})")
-
-
-FQCN_PLAYBOOK = re.compile(r"^[a-z0-9_]+\.[a-z0-9_]+\.[a-z0-9_]+$")
-EE_SECRETS_FILE = "llmfleet-secret-extravars.json"
-
-
-def ee_playbook(value: str, root: Path, fqcn_prefix: str) -> tuple[str, Path | None]:
-    """How a playbook argument runs inside an execution environment: (name for ansible-playbook, file to
-    copy into the run's project directory or None).
-
-    This collection's own playbooks (site.yml, playbooks/<name>.yml, relative to the collection root or
-    the current directory) run by name (``llmfleet.vllm.<name>``), so the copy installed in the image
-    runs; a collection playbook name runs as given; any other existing file is copied (only that file).
-    """
-    if FQCN_PLAYBOOK.match(value) and not Path(value).exists():
-        return value, None
-    path = Path(_resolve_path(value, root, "playbook"))
-    own = {(root / "site.yml").resolve(): "site"}
-    playbooks = root / "playbooks"
-    if playbooks.is_dir():
-        own.update({p.resolve(): p.stem for p in playbooks.glob("*.yml")})
-    if path in own:
-        return f"{fqcn_prefix}.{own[path]}", None
-    return path.name, path
-
-
-def ee_mount(value: str) -> str:
-    """Check one --ee-mount SRC:DST[:OPTS] (SRC must exist on this machine, DST be absolute)."""
-    parts = value.split(":")
-    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
-        raise ValueError(f"--ee-mount {value!r}: expected SRC:DST or SRC:DST:OPTIONS "
-                         "(e.g. --ee-mount /var/run/docker.sock:/var/run/docker.sock)")
-    if not Path(parts[0]).exists():
-        raise ValueError(f"--ee-mount {value!r}: {parts[0]} does not exist on this machine")
-    if not parts[1].startswith("/"):
-        raise ValueError(f"--ee-mount {value!r}: the path in the container ({parts[1]}) must be absolute")
-    return value
-
-
-def passed_env(names: Iterable[str], environ: Mapping[str, str]) -> dict:
-    """The variables --pass-env names (NAME, or PREFIX* for every variable starting with PREFIX) that are set."""
-    out = {}
-    for name in names:
-        if name.endswith("*"):
-            out.update({k: v for k, v in environ.items() if k.startswith(name[:-1])})
-        elif name in environ:
-            out[name] = environ[name]
-    return out
-
-
-def ee_options_error(args: argparse.Namespace) -> str | None:
-    """The message for container options given without --ee (None when consistent)."""
-    if args.ee:
-        return None
-    given = [flag for flag, value in (("--container-runtime", args.container_runtime), ("--ee-mount", args.ee_mount),
-                                      ("--pass-env", args.pass_env), ("--ee-option", args.ee_option)) if value]
-    if given:
-        return f"{', '.join(given)} only apply with --ee IMAGE (a run in an execution environment)"
-    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -445,38 +138,8 @@ def _inventory_args(values: list[str], root: Path) -> tuple[list[str], list[str]
         if "," in value and not Path(value).exists():
             words += ["-i", value]
         else:
-            paths.append(_resolve_path(value, root, "inventory"))
+            paths.append(resolve_path(value, root, "inventory"))
     return paths, words
-
-
-def _fqcn_prefix(root: Path) -> str:
-    """namespace.name of the collection at root (galaxy.yml in a clone, MANIFEST.json when installed)."""
-    import yaml
-
-    if (root / "galaxy.yml").is_file():
-        info = yaml.safe_load((root / "galaxy.yml").read_text(encoding="utf-8"))
-    else:
-        info = json.loads((root / "MANIFEST.json").read_text(encoding="utf-8"))["collection_info"]
-    return f"{info['namespace']}.{info['name']}"
-
-
-def _copy_inventories(paths: list[str], private_data_dir: Path) -> None:
-    """Copy the inventories into the run directory's inventory/, the one path ansible-runner gives
-    ansible-playbook in a container (/runner/inventory): one directory as it is, otherwise each into
-    inventory/<n>-<name>/; a file inventory with its neighbouring group_vars/ and host_vars/."""
-    target = private_data_dir / "inventory"
-    for index, path in enumerate(paths):
-        src = Path(path)
-        if src.is_dir():
-            dest = target if len(paths) == 1 else target / f"{index}-{src.name}"
-            shutil.copytree(src, dest)
-            continue
-        dest = target if len(paths) == 1 else target / f"{index}-{src.stem}"
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / src.name)
-        for neighbour in ("group_vars", "host_vars"):
-            if (src.parent / neighbour).is_dir():
-                shutil.copytree(src.parent / neighbour, dest / neighbour)
 
 
 def _resolve_args(args, parser, root):
@@ -486,11 +149,11 @@ def _resolve_args(args, parser, root):
 
     try:
         if args.ee:
-            playbook, playbook_copy = ee_playbook(args.playbook, root, _fqcn_prefix(root))
+            playbook, playbook_copy = ee_playbook(args.playbook, root, fqcn_prefix(root))
             mounts = [ee_mount(m) for m in args.ee_mount]
             cpath = None
         else:
-            playbook, playbook_copy = _resolve_path(args.playbook, root, "playbook"), None
+            playbook, playbook_copy = resolve_path(args.playbook, root, "playbook"), None
             mounts, cpath = [], collections_path(root)
         inventories, inventory_words = _inventory_args(args.inventory, root)
         extravars: dict = {}
@@ -502,33 +165,6 @@ def _resolve_args(args, parser, root):
         parser.error(str(exc))
     return {"playbook": playbook, "playbook_copy": playbook_copy, "mounts": mounts, "cpath": cpath,
             "inventories": inventories, "inventory_words": inventory_words, "extravars": extravars}
-
-
-def _prepare_ee(args, root, run, secret_vars, private_data_dir):
-    """The run directory an execution environment sees at /runner (secrets file, playbook, ansible.cfg,
-    inventories); returns (extra command line words, ansible_runner's container options)."""
-    words = []
-    env_dir = private_data_dir / "env"
-    env_dir.mkdir(mode=0o700)
-    if secret_vars:
-        _write_private_json(env_dir, EE_SECRETS_FILE, secret_vars)
-        words += ["-e", "@/runner/env/" + EE_SECRETS_FILE]
-    project = private_data_dir / "project"
-    project.mkdir(mode=0o700)
-    if run["playbook_copy"] is not None:
-        shutil.copy2(run["playbook_copy"], project / run["playbook_copy"].name)
-    if (root / "ansible.cfg").is_file():
-        shutil.copy2(root / "ansible.cfg", project / "ansible.cfg")
-    _copy_inventories(run["inventories"], private_data_dir)
-    run["inventories"] = []  # in a container, ansible-runner always passes -i /runner/inventory
-    container = {
-        "process_isolation": True,
-        "process_isolation_executable": args.container_runtime or "docker",
-        "container_image": args.ee,
-        "container_volume_mounts": run["mounts"] or None,
-        "container_options": args.ee_option or None,
-    }
-    return words, container
 
 
 def _envvars(args, root, cpath):
@@ -589,10 +225,8 @@ class _Output:
         return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    # Imported here so that --help and the pure helpers work without ansible-runner.
-    import ansible_runner
-
+def _parse_command_line(argv):
+    """(args, parser, the collection root); a bad combination of options ends the program through parser.error."""
     from ._collection import collection_root
 
     parser = build_parser()
@@ -604,58 +238,85 @@ def main(argv: list[str] | None = None) -> int:
         root = collection_root()
     except (ValueError, RuntimeError) as exc:
         parser.error(str(exc))
-    run = _resolve_args(args, parser, root)
-    public_vars, secret_vars = split_extravars(run["extravars"])
-    secrets = secret_values(secret_vars, os.environ)
+    return args, parser, root
 
-    base = Path(args.artifacts_dir).resolve() if args.artifacts_dir else Path(tempfile.gettempdir())
+
+def _make_run_dirs(artifacts_dir):
+    """A fresh run directory (under artifacts_dir, else the system temp dir) and a 0700 directory for the secret
+    extra vars, never inside the run directory."""
+    base = Path(artifacts_dir).resolve() if artifacts_dir else Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     private_data_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-", dir=base))
-    secret_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-secrets-"))  # 0700, never inside the run dir
+    secret_dir = Path(tempfile.mkdtemp(prefix="llmfleet-run-secrets-"))
+    return private_data_dir, secret_dir
 
+
+def _command_line(args, root, run, secret_vars, private_data_dir, secret_dir):
+    """(the extra words of the ansible-playbook command line, ansible_runner's container options)."""
     cmdline = list(run["inventory_words"])
     container: dict = {}
     if args.ee:
         # Everything the container needs lies in the run directory, which it sees at /runner.
-        words, container = _prepare_ee(args, root, run, secret_vars, private_data_dir)
+        words, container = prepare_ee(args, root, run, secret_vars, private_data_dir)
         cmdline += words
     elif secret_vars:
-        cmdline += ["-e", "@" + str(_write_private_json(secret_dir, "extravars.json", secret_vars))]
+        cmdline += ["-e", "@" + str(write_private_json(secret_dir, "extravars.json", secret_vars))]
     if args.check:
         cmdline.append("--check")
-    envvars = _envvars(args, root, run["cpath"])
+    return cmdline, container
 
-    output = _Output(secrets, args.quiet)
-    events, stdout_lines = output.events, output.lines
+
+def _run_playbook(runner_run, args, root, run, public_vars, private_data_dir, output):
+    """The playbook run through ansible-runner (runner_run: ansible_runner.run), cancelled on SIGTERM:
+    (status, rc); ("error", 1) with the reason in the output when ansible-runner could not start it."""
+    cmdline, container = run["cmdline"], run["container"]
     cancel = {"requested": False}
 
     def on_sigterm(signum, frame):  # CI cancels jobs with SIGTERM: stop Ansible, then clean up
         cancel["requested"] = True
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
-    started = time.monotonic()
-    warnings: list[str] = []
-    status, rc = "error", 1
     try:
-        result = ansible_runner.run(
+        result = runner_run(
             private_data_dir=str(private_data_dir), project_dir=None if args.ee else str(root),
             playbook=run["playbook"], inventory=run["inventories"] if run["inventories"] else [],
             extravars=public_vars or None, cmdline=shlex.join(cmdline) if cmdline else None,
-            limit=args.limit, tags=args.tags, skip_tags=args.skip_tags, envvars=envvars,
+            limit=args.limit, tags=args.tags, skip_tags=args.skip_tags, envvars=run["envvars"],
             suppress_env_files=True, quiet=True, event_handler=output.on_event,
             cancel_callback=lambda: cancel["requested"], timeout=args.timeout, **container,
         )
-        status, rc = result.status, result.rc
+        return result.status, result.rc
     except Exception as exc:  # ansible-runner could not start the run: report it like a failed run
-        stdout_lines.append(f"ansible-runner failed before the playbook ran: {type(exc).__name__}: {exc}")
+        output.lines.append(f"ansible-runner failed before the playbook ran: {type(exc).__name__}: {exc}")
+        return "error", 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Imported here so that the pure helpers work without ansible-runner.
+    import ansible_runner
+
+    args, parser, root = _parse_command_line(argv)
+    run = _resolve_args(args, parser, root)
+    public_vars, secret_vars = split_extravars(run["extravars"])
+    secrets = secret_values(secret_vars, os.environ)
+    private_data_dir, secret_dir = _make_run_dirs(args.artifacts_dir)
+    run["cmdline"], run["container"] = _command_line(args, root, run, secret_vars, private_data_dir, secret_dir)
+    run["envvars"] = _envvars(args, root, run["cpath"])
+
+    output = _Output(secrets, args.quiet)
+    started = time.monotonic()
+    warnings: list[str] = []
+    try:
+        status, rc = _run_playbook(ansible_runner.run, args, root, run, public_vars, private_data_dir, output)
     finally:
         elapsed = time.monotonic() - started
-        signal.signal(signal.SIGTERM, previous)
         kept = _clean_up(args, private_data_dir, secret_dir, secrets, warnings)
 
     summary = build_summary(
-        events, status=status, rc=rc, elapsed_s=elapsed, playbook=run["playbook"], artifacts_dir=kept,
-        secrets=secrets, stdout_tail="\n".join(stdout_lines), check=args.check, warnings=warnings,
+        output.events, status=status, rc=rc, elapsed_s=elapsed, playbook=run["playbook"], artifacts_dir=kept,
+        secrets=secrets, stdout_tail="\n".join(output.lines), check=args.check, warnings=warnings,
     )
     text = json.dumps(summary, indent=2, sort_keys=True)
     print(text)

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters that turn collected evidence into diagnoses (controller side; logic in module_utils.diagnostics)."""
+"""Filters that turn collected evidence into diagnoses (controller side; logic in module_utils.host_agent.diagnose_evidence)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,11 +12,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnostics import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.diagnose_evidence import (
     container_facts_json,
-    parse_df,
     context_from_plan,
     diagnose_replica,
+    parse_df,
     replica_names,
 )
 

@@ -11,7 +11,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: vllm_boot_report
 author: llmfleet maintainers (!UNKNOWN)
-version_added: 0.1.0
+version_added: 1.0.0
 short_description: Compare vLLM's boot log with the plan (KV cache memory, tokens, maximum concurrency).
 description:
   - Parses what vLLM logs at start-up (C(Available KV cache memory), C(GPU KV cache size),

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 name: host_package
 author:
   - llmfleet maintainers (!UNKNOWN)
-version_added: "0.1.0"
+version_added: "1.0.0"
 short_description: The files of the host package (llmfleet_host) that the serving host runs on its own
 description:
   - Returns the files of the self-contained Python package C(llmfleet_host) under a directory of the managed

@@ -23,7 +23,7 @@ description:
     secret file is never readable by others, not even for a moment.
   - Content is not logged by the module, but it travels in the task's arguments; give secrets as O(secret_files)
     (or set C(no_log) on the task, which hides its whole result, diff included).
-version_added: "0.1.0"
+version_added: "1.0.0"
 options:
   directories:
     description: Directories to create (with their parents) before the files are written.
@@ -62,7 +62,7 @@ options:
     type: list
     elements: dict
     default: []
-    version_added: "0.1.0"
+    version_added: "1.0.0"
     suboptions:
       path: {description: The file., type: path, required: true}
       content: {description: Its whole content (text)., type: str, required: true}
@@ -224,25 +224,10 @@ class _Module(AnsibleModule):
             self.params["secret_files"] = secret
 
 
-def main():
-    module = _Module(
-        argument_spec=dict(
-            directories=dict(type="list", elements="dict", default=[], options=dict(
-                path=dict(type="path", required=True),
-                owner=dict(type="str", default="root"),
-                group=dict(type="str", default="root"),
-                mode=dict(type="raw", default="0755"),
-            )),
-            files=dict(type="list", elements="dict", default=[], options=_file_options("0644", secret=False)),
-            # The list itself is not the secret (its paths and modes show in the result): each content is.
-            secret_files=dict(type="list", elements="dict", default=[], no_log=False,
-                              options=_file_options("0600", secret=True)),
-        ),
-        supports_check_mode=True,
-    )
-    changed_paths, content_changed, diffs, created_files = [], [], [], []
+def _ensure_directories(module, changed_paths):
+    """Create the directories that are missing and set the owner and mode of the others (their paths into
+    changed_paths when anything changes); returns the paths created (or, in check mode, to be created)."""
     created_dirs = set()
-
     for spec in module.params["directories"]:
         path = spec["path"].rstrip("/") or "/"
         uid, gid = _ids(module, spec["owner"], spec["group"], path)
@@ -259,42 +244,72 @@ def main():
             os.makedirs(path)
             os.chown(path, uid, gid)
             os.chmod(path, mode)
+    return created_dirs
 
+
+def _content_diff(path, old, spec, secret):
+    """The diff of a file's content; a secret file's says only that it changed."""
+    if secret:
+        return dict(before_header=path, after_header=path, before="(secret content)\n" if old else "",
+                    after="(secret content, changed)\n")
+    return dict(before_header=path, after_header=path, before=to_native(old or b"", errors="surrogate_or_replace"),
+                after=spec["content"])
+
+
+def _ensure_file(module, spec, secret, created_dirs, changes):
+    """Write one file whose content differs, or set its owner and mode; what changed goes into changes
+    ({paths, content, diffs, created})."""
+    path = spec["path"]
+    uid, gid = _ids(module, spec["owner"], spec["group"], path)
+    mode = _mode(module, spec["mode"], path)
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory) and not (module.check_mode and directory in created_dirs):
+        module.fail_json(msg="%s: its directory %s does not exist (add it to directories)" % (path, directory))
+    data = to_bytes(spec["content"], errors="surrogate_or_strict")
+    old = _read(path)
+    if old is not None and os.path.isdir(path):
+        module.fail_json(msg="%s is a directory" % path)
+    if old is None:
+        changes["created"].append(path)
+    if old != data:
+        changes["paths"].append(path)
+        changes["content"].append(path)
+        if module._diff:
+            changes["diffs"].append(_content_diff(path, old, spec, secret))
+        if not module.check_mode:
+            _write(module, spec, data, uid, gid, mode)
+    elif _attributes_changed(module, path, uid, gid, mode):
+        changes["paths"].append(path)
+
+
+def main():
+    module = _Module(
+        argument_spec=dict(
+            directories=dict(type="list", elements="dict", default=[], options=dict(
+                path=dict(type="path", required=True),
+                owner=dict(type="str", default="root"),
+                group=dict(type="str", default="root"),
+                mode=dict(type="raw", default="0755"),
+            )),
+            files=dict(type="list", elements="dict", default=[], options=_file_options("0644", secret=False)),
+            # The list itself is not the secret (its paths and modes show in the result): each content is.
+            secret_files=dict(type="list", elements="dict", default=[], no_log=False,
+                              options=_file_options("0600", secret=True)),
+        ),
+        supports_check_mode=True,
+    )
+    changes = {"paths": [], "content": [], "diffs": [], "created": []}
+    created_dirs = _ensure_directories(module, changes["paths"])
     # The secret files first: a file's validate may read one (the edge's configuration names its keys file).
     specs = [(spec, True) for spec in module.params["secret_files"]] + [(spec, False) for spec in module.params["files"]]
     for spec, secret in specs:
-        path = spec["path"]
-        uid, gid = _ids(module, spec["owner"], spec["group"], path)
-        mode = _mode(module, spec["mode"], path)
-        directory = os.path.dirname(path) or "."
-        if not os.path.isdir(directory) and not (module.check_mode and directory in created_dirs):
-            module.fail_json(msg="%s: its directory %s does not exist (add it to directories)" % (path, directory))
-        data = to_bytes(spec["content"], errors="surrogate_or_strict")
-        old = _read(path)
-        if old is not None and os.path.isdir(path):
-            module.fail_json(msg="%s is a directory" % path)
-        if old is None:
-            created_files.append(path)
-        if old != data:
-            changed_paths.append(path)
-            content_changed.append(path)
-            if module._diff:
-                if secret:
-                    diffs.append(dict(before_header=path, after_header=path, before="(secret content)\n" if old else "",
-                                      after="(secret content, changed)\n"))
-                else:
-                    diffs.append(dict(before_header=path, after_header=path,
-                                      before=to_native(old or b"", errors="surrogate_or_replace"),
-                                      after=spec["content"]))
-            if not module.check_mode:
-                _write(module, spec, data, uid, gid, mode)
-        elif _attributes_changed(module, path, uid, gid, mode):
-            changed_paths.append(path)
+        _ensure_file(module, spec, secret, created_dirs, changes)
 
-    result = dict(changed=bool(changed_paths), changed_paths=changed_paths, content_changed_paths=content_changed,
-                  created_paths=[p for p in changed_paths if p in created_dirs] + created_files)
+    changed_paths = changes["paths"]
+    result = dict(changed=bool(changed_paths), changed_paths=changed_paths, content_changed_paths=changes["content"],
+                  created_paths=[p for p in changed_paths if p in created_dirs] + changes["created"])
     if module._diff:
-        result["diff"] = diffs
+        result["diff"] = changes["diffs"]
     module.exit_json(**result)
 
 

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: gpu_facts
 short_description: Read the NVIDIA GPUs of a host and how they are connected
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Reads the GPUs through NVML (nvidia-ml-py, module C(pynvml)) when it works, else through C(nvidia-smi).
   - With NVML unavailable it needs only C(nvidia-smi --query-gpu=... --format=csv) and C(nvidia-smi topo -m);

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: group_port_listen
 short_description: Listen briefly on TCP ports so the other hosts of a group can test that they reach them
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Before a model group over several hosts starts, the preflight role checks that each host reaches the ports
     the others will listen on (vLLM's master port on the leader, a probe port on every host). Nothing listens

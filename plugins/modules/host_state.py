@@ -17,7 +17,7 @@ description:
     (C(systemctl show)).
   - One module call for what would otherwise be a C(slurp), a C(stat), a C(dpkg-query) command and a
     C(systemd_service) task each, so that a role's re-run that finds everything in place pays for one remote call.
-version_added: "0.1.0"
+version_added: "1.0.0"
 options:
   files:
     description: Small text files to read (a missing or unreadable one is returned as null).
@@ -31,14 +31,14 @@ options:
       - Empty - a missing file is returned as null.
     type: str
     default: ""
-    version_added: "0.1.0"
+    version_added: "1.0.0"
   paths:
     description:
       - Paths to look at without reading them (as C(ansible.builtin.stat) without checksums, a link not followed).
     type: list
     elements: path
     default: []
-    version_added: "0.1.0"
+    version_added: "1.0.0"
   packages:
     description: Debian package names to look up (a host without C(dpkg-query) reports none installed).
     type: list

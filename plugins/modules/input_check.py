@@ -24,7 +24,7 @@ description:
     replica listens on after the edge's offset (O(ports)); and, when the controller has cached the pinned image's
     flag table (O(flag_cache_dir)), the flags of O(args_extra) and the model's attention head size against that image.
   - A hub the controller cannot reach gives a warning, not a failure (the hosts may reach it; they check again).
-version_added: "0.1.0"
+version_added: "1.0.0"
 options:
   checks:
     description:
@@ -99,7 +99,7 @@ options:
         C(preflight) role passes C(llmfleet_model / model_weights_*)).
     type: str
     default: model_config
-    version_added: "0.1.0"
+    version_added: "1.0.0"
   accelerator:
     description: C(gpu) or C(cpu), for the attention backends to check the head size against.
     type: str
@@ -162,23 +162,27 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_flags import parse_help
-from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import (
-    args_extra_flag_problems,
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.hub_answers import (
     endpoint_problem,
-    env_problems,
+    hf_revision_verdict,
+    looks_like_hf,
+    looks_like_modelscope,
+    ms_revision_verdict,
+)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.image_checks import (
+    args_extra_flag_problems,
     head_size_problem,
     image_facts_for_ref,
     image_problems,
-    port_problems,
-    secret_problems,
-    hf_revision_verdict,
-    json_flag_problems,
-    looks_like_hf,
-    looks_like_modelscope,
+)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import (
+    env_problems,
     model_dir_problems,
-    ms_revision_verdict,
+    port_problems,
     value_problems,
 )
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.json_flags import json_flag_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.secret_checks import secret_problems
 
 PUBLIC = {"hf": "https://huggingface.co", "modelscope": "https://www.modelscope.cn"}
 

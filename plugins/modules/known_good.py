@@ -22,7 +22,7 @@ description:
     directories are swapped back in one atomic rename.
   - The environment files hold secrets; their copies get the same 0600 mode in a 0700 directory, and no content
     is returned.
-version_added: "0.1.0"
+version_added: "1.0.0"
 options:
   state:
     description: Keep the current configuration (C(saved)) or put the kept one back (C(restored)).

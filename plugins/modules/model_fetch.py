@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: model_fetch
 short_description: Place a verified model directory on a host, from Hugging Face, ModelScope, a host path or an archive
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Builds the model directory in a staging directory on the same filesystem as O(dest), verifies it, and
     only then moves it into place with a rename (an atomic swap when O(dest) already exists), so O(dest)

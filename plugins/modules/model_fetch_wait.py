@@ -11,7 +11,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: model_fetch_wait
-version_added: "0.1.0"
+version_added: "1.0.0"
 short_description: Follow a background model_fetch job, printing its progress, and return its result
 description:
   - Controller-side action for the C(model_weights) role. Use after C(llmfleet.vllm.model_fetch) ran with

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: model_manifest
 short_description: Sizes and sha256 of every file of a model directory or tar archive
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Reads a model directory, or a tar archive of one, and returns the manifest of the model directory it makes
     (relative path, size and sha256 of every file; client bookkeeping and the C(model_weights) role's markers left

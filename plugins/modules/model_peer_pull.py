@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: model_peer_pull
 short_description: Pull a controller-uploaded model from the fleet's peers into the staging directory
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - The puller's half of a controller upload spread over the LAN (the C(model_weights) role with
     C(model_weights_peer_transfer) and a C(local) or C(archive) source on the controller).

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: network_facts
 short_description: Read what a multi-host vLLM group needs from this host's network (read-only)
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - For one model served over several hosts (an inventory group, C(llmfleet_model_group)), reads the route from
     this host to each other host of the group (C(ip -j route get)), the interface that carries it and its MTU, and

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: nvidia_driver_facts
 short_description: Read the NVIDIA driver's state and judge it for serving a pinned CUDA image
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Runs C(nvidia-smi -q -x), lists the NVSwitch devices the driver exposes, reads the installed
     Fabric Manager package and, under systemd, the state of C(nvidia-fabricmanager.service) and
@@ -192,30 +192,22 @@ def _unit_state(module, unit):
     return (out or "").strip() or "unknown"
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            nvidia_smi_path=dict(type="path"),
-            search_paths=dict(type="list", elements="path", default=["/usr/local/nvidia/bin", "/usr/bin", "/usr/local/bin"]),
-            image_cuda_version=dict(type="str", default="13.0"),
-            min_driver_version=dict(type="str"),
-            plan=dict(type="dict"),
-            persistence=dict(type="str", choices=["report", "require", "enable"], default="report"),
-            check_mig=dict(type="bool", default=True),
-            nvswitch_devices_dir=dict(type="path", default="/proc/driver/nvidia-nvswitch/devices"),
-            fabricmanager_service=dict(type="str", default="nvidia-fabricmanager"),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        min_driver = p["min_driver_version"] or nd.min_driver_for_cuda(p["image_cuda_version"])
-        if p["min_driver_version"]:
-            nd.parse_version(p["min_driver_version"])
-        nd.planned_whole_gpus(p["plan"])
-    except ValueError as exc:
-        module.fail_json(msg="bad input: %s" % exc)
+ARGUMENT_SPEC = dict(
+    nvidia_smi_path=dict(type="path"),
+    search_paths=dict(type="list", elements="path", default=["/usr/local/nvidia/bin", "/usr/bin", "/usr/local/bin"]),
+    image_cuda_version=dict(type="str", default="13.0"),
+    min_driver_version=dict(type="str"),
+    plan=dict(type="dict"),
+    persistence=dict(type="str", choices=["report", "require", "enable"], default="report"),
+    check_mig=dict(type="bool", default=True),
+    nvswitch_devices_dir=dict(type="path", default="/proc/driver/nvidia-nvswitch/devices"),
+    fabricmanager_service=dict(type="str", default="nvidia-fabricmanager"),
+)
 
+
+def _smi_facts(module, p):
+    """Where nvidia-smi is (or where it was looked for) and what its `-q -x` says: {smi_path, searched, parsed,
+    smi_rc, smi_output}; smi_rc "unparsable" when its XML could not be read."""
     search = [d for d in p["search_paths"] if d]
     if p["nvidia_smi_path"]:
         smi = p["nvidia_smi_path"] if os.access(p["nvidia_smi_path"], os.X_OK) else None
@@ -236,18 +228,37 @@ def main():
             except ValueError as exc:
                 facts["smi_rc"] = "unparsable"
                 facts["smi_output"] = str(exc)
+    return facts
 
+
+def _add_fabric_facts(module, facts, p):
+    """The NVSwitch devices, the service manager and the Fabric Manager's packages and unit, into facts; returns
+    the state of nvidia-persistenced's unit (None without systemd)."""
     devices_dir = p["nvswitch_devices_dir"]
     facts["nvswitch_devices"] = sorted(os.listdir(devices_dir)) if os.path.isdir(devices_dir) else []
     facts["service_manager"] = "systemd" if os.path.isdir("/run/systemd/system") else "none"
     facts["fabricmanager_packages"] = _fabricmanager_packages(module)
     systemd = facts["service_manager"] == "systemd"
     facts["fabricmanager_service"] = _unit_state(module, p["fabricmanager_service"]) if systemd else None
-    persistenced = _unit_state(module, "nvidia-persistenced") if systemd else None
+    return _unit_state(module, "nvidia-persistenced") if systemd else None
 
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    try:
+        min_driver = p["min_driver_version"] or nd.min_driver_for_cuda(p["image_cuda_version"])
+        if p["min_driver_version"]:
+            nd.parse_version(p["min_driver_version"])
+        nd.planned_whole_gpus(p["plan"])
+    except ValueError as exc:
+        module.fail_json(msg="bad input: %s" % exc)
+
+    facts = _smi_facts(module, p)
+    persistenced = _add_fabric_facts(module, facts, p)
     checks = nd.evaluate(facts, image_cuda_version=p["image_cuda_version"], min_driver_version=p["min_driver_version"],
                          plan=p["plan"], persistence=p["persistence"], check_mig=p["check_mig"],
-                         nvswitch_devices_dir=devices_dir)
+                         nvswitch_devices_dir=p["nvswitch_devices_dir"])
     parsed = facts["parsed"] or {"driver_version": "", "cuda_version": "", "gpus": []}
     module.exit_json(
         changed=False,

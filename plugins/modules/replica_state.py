@@ -25,7 +25,7 @@ description:
   - With O(health_base), asks each replica whose container runs for C(/health) once (no retries), so that a caller
     need not wait again for a replica it leaves alone.
   - Hosts without systemd units or Docker yet (a fresh host in preflight) report no unit and no container.
-version_added: "0.1.0"
+version_added: "1.0.0"
 options:
   replicas:
     description: The replicas as the serve role renders them, each with C(name) and C(port).

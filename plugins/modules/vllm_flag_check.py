@@ -21,7 +21,7 @@ description:
   - With O(env), every C(VLLM_*) name in it must be one of the image's own variables
     (C(vllm.envs.environment_variables), read once per image ID and cached like the help text).
   - Never changes the host except for the cache files (not written in check mode).
-version_added: "0.1.0"
+version_added: "1.0.0"
 options:
   image:
     description: The image reference the service runs (tag or digest); it must be present on the host.
@@ -211,11 +211,10 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import (
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.image_checks import head_size_problem, model_head_dim
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import env_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.json_flags import (
     JSON_FLAGS,
-    env_problems,
-    head_size_problem,
-    model_head_dim,
     json_argv_problems,
     json_flags_from_help,
 )

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_plan
 short_description: Plan a vLLM deployment for a model on given GPUs (pure planning, changes nothing)
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Decides the layout (tensor-parallel size, replicas and their GPUs, expert parallelism), sizes the KV cache
     and the concurrency it allows, and builds the vLLM arguments from the model profile's serving features.

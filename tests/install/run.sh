@@ -21,9 +21,28 @@ installed="$work/collections/ansible_collections/llmfleet/vllm"
 test -f "$installed/MANIFEST.json"
 "$bin/ansible-galaxy" collection list llmfleet.vllm | grep -F "$work/collections/ansible_collections"
 
-echo "=== ansible-doc from the installed collection"
+version=$("$bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["collection_info"]["version"])' \
+  "$installed/MANIFEST.json")
+[[ $(basename "$tarball") == "llmfleet-vllm-$version.tar.gz" ]] \
+  || { echo "install test: $(basename "$tarball") installed as version $version"; exit 1; }
+
+echo "=== ansible-doc from the installed collection: every plugin and role it lists renders, without warning"
 "$bin/ansible-doc" llmfleet.vllm.model_fetch | grep -F "$installed/plugins/modules/model_fetch.py"
-"$bin/ansible-doc" -t role llmfleet.vllm.preflight >/dev/null
+shipped_modules=$(find "$installed/plugins/modules" -name '*.py' ! -name '__init__.py' | wc -l)
+for type in module filter lookup callback role; do
+  names=$("$bin/ansible-doc" -t "$type" -l llmfleet.vllm --json \
+    | "$bin/python" -c 'import json, sys; print(" ".join(sorted(json.load(sys.stdin))))')
+  [[ -n $names ]] || { echo "install test: ansible-doc lists no $type of llmfleet.vllm"; exit 1; }
+  # shellcheck disable=SC2086  # one argument per plugin name
+  "$bin/ansible-doc" -t "$type" $names >"$work/doc-$type.txt" 2>"$work/doc-$type.err" \
+    || { cat "$work/doc-$type.err"; exit 1; }
+  if grep -E '\[(ERROR|WARNING|DEPRECATION)' "$work/doc-$type.err"; then exit 1; fi
+  count=$(wc -w <<<"$names")
+  if [[ $type == module && $count -ne $shipped_modules ]]; then
+    echo "install test: ansible-doc lists $count modules, the tarball ships $shipped_modules"; exit 1
+  fi
+  echo "$type: $count rendered"
+done
 
 echo "=== ansible-playbook llmfleet.vllm.plan (the collection's own playbook, run by name)"
 printf '%s\n' 'localhost ansible_connection=local ansible_python_interpreter="{{ ansible_playbook_python }}"' > hosts
@@ -33,4 +52,4 @@ echo "=== ansible-playbook --syntax-check llmfleet.vllm.site (the whole pipeline
 "$bin/ansible-playbook" -i hosts --syntax-check llmfleet.vllm.site
 grep -q '^| 2x H200 NVLink | Qwen/Qwen3.5-35B-A3B-FP8 | yes |' "$work/plan.md" \
   || { echo "install test: unexpected plan table:"; cat "$work/plan.md"; exit 1; }
-echo "install test: OK ($(basename "$tarball") installs and plans from outside the checkout)"
+echo "install test: OK ($(basename "$tarball"), version $version, installs, renders its docs and plans from outside the checkout)"

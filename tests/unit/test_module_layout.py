@@ -17,12 +17,19 @@ MODULE_UTILS = os.path.join(PLUGINS, "module_utils")
 PLUGIN_UTILS = os.path.join(PLUGINS, "plugin_utils")
 MODULE_UTILS_ROOMS = {"checks", "gpu", "host_agent", "serving", "weights"}
 PLUGIN_UTILS_ROOMS = {"fleet", "planner"}
-MAX_FILE_LINES = 600
-MAX_FUNCTION_LINES = 80
+MAX_FILE_LINES = 450
+MAX_FUNCTION_LINES = 60
 
-# Exceptions, each with its reason (none).
-KNOWN_LONG_FILES = set()
-KNOWN_LONG = set()
+# Exceptions, each with its reason. All are in the planner, which was being reshaped (issue 38 items 5 and 6)
+# when the limits came down from 600 / 80; each goes once its file or function is split.
+KNOWN_LONG_FILES = {
+    "plugin_utils/planner/planner.py",  # 583 lines: the memory model's notes, the layout search and plan()
+}
+KNOWN_LONG = {
+    ("plugin_utils/planner/planner.py", "plan"),  # 74 lines: features, the layout search and the plan document
+    ("plugin_utils/planner/planner.py", "_plan_gpu"),  # 72 lines: one GPU layout's memory and limits
+    ("plugin_utils/planner/vllm_bootlog.py", "parse_boot_log"),  # 70 lines: every value a boot log may hold
+}
 
 
 def python_files():
@@ -85,6 +92,26 @@ def test_no_function_is_over_the_line_limit():
     assert long == {}
 
 
+def test_each_exemption_is_still_needed():
+    """An exemption whose file or function is back under the limit goes, so that the limit holds for it again."""
+    fine = []
+    for where in KNOWN_LONG_FILES:
+        with open(os.path.join(PLUGINS, where)) as fh:
+            if len(fh.read().splitlines()) <= MAX_FILE_LINES:
+                fine.append(where)
+    lengths = {}
+    for where, _name in KNOWN_LONG:
+        path = os.path.join(PLUGINS, where)
+        if os.path.isfile(path):
+            with open(path) as fh:
+                for node in ast.walk(ast.parse(fh.read())):
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        key = (where, node.name)
+                        lengths[key] = max(lengths.get(key, 0), node.end_lineno - node.lineno + 1)
+    fine += ["%s:%s" % key for key in KNOWN_LONG if lengths.get(key, 0) <= MAX_FUNCTION_LINES]
+    assert sorted(fine) == [], "remove these from KNOWN_LONG_FILES / KNOWN_LONG"
+
+
 def test_the_signatures_are_plain_data():
     with open(os.path.join(MODULE_UTILS, "host_agent", "diagnose_signatures.py")) as fh:
         tree = ast.parse(fh.read())
@@ -98,7 +125,7 @@ def test_the_signatures_are_plain_data():
             ast.literal_eval(node.value)  # raises on anything but literals
 
 
-@pytest.mark.parametrize("name", ["gpu_probe", "gpu_nvml", "gpu_links"])
+@pytest.mark.parametrize("name", ["gpu_probe", "smi_output", "gpu_nvml", "gpu_links"])
 def test_the_host_side_gpu_readers_import_nothing_controller_side(name):
     with open(os.path.join(MODULE_UTILS, "gpu", name + ".py")) as fh:
         tree = ast.parse(fh.read())
@@ -111,13 +138,13 @@ def test_the_host_side_gpu_readers_import_nothing_controller_side(name):
 
 
 def test_old_names_stay_importable_where_they_were():
-    from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import gpu_probe, topology
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import gpu_probe, smi_output, topology
     from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import diagnose_signatures, diagnostics
     from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import fetch_place, hub_fetch
 
     assert diagnostics.SIGNATURES is diagnose_signatures.SIGNATURES
     assert hub_fetch.FetchError is fetch_place.FetchError and hub_fetch.place is fetch_place.place
-    assert topology.parse_topo_matrix is gpu_probe.parse_topo_matrix
+    assert topology.parse_topo_matrix is smi_output.parse_topo_matrix
     assert topology.collect_gpu_facts is gpu_probe.collect_gpu_facts
 
 

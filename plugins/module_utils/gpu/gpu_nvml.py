@@ -32,59 +32,74 @@ def read_nvml(nvml, smi_links=None):
     try:
         warnings = []
         driver = _s(nvml.nvmlSystemGetDriverVersion())
-        try:
-            cuda_v = nvml.nvmlSystemGetCudaDriverVersion_v2()
-            cuda = "%d.%d" % (cuda_v // 1000, (cuda_v % 1000) // 10)
-        except Exception:  # optional
-            cuda = None
+        cuda = _nvml_cuda_version(nvml)
         count = nvml.nvmlDeviceGetCount()
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-        gpus = []
-        for i, h in enumerate(handles):
-            pci = nvml.nvmlDeviceGetPciInfo(h)
-            # The 8-digit-domain form, as nvidia-smi prints it: both readers must return the same id.
-            bus = _s(pci.busId) or _s(getattr(pci, "busIdLegacy", None))
-            try:
-                cc = "%d.%d" % tuple(nvml.nvmlDeviceGetCudaComputeCapability(h))
-            except Exception:
-                cc = None
-            try:
-                cur, _pending = nvml.nvmlDeviceGetMigMode(h)
-                mig = "Enabled" if cur == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1) else "Disabled"
-            except Exception:  # NotSupported on GPUs without MIG
-                mig = None
-            try:
-                numa = nvml.nvmlDeviceGetNumaNodeId(h)
-            except Exception:
-                numa = None
-            gpus.append({
-                "index": i,
-                "name": _s(nvml.nvmlDeviceGetName(h)),
-                "uuid": _s(nvml.nvmlDeviceGetUUID(h)),
-                "memory_total_mib": int(nvml.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024)),
-                "pci_bus_id": bus,
-                "numa_node": numa if isinstance(numa, int) and numa >= 0 else None,
-                "mig_mode": mig,
-                "compute_capability": cc,
-                "nvlinks_active": _nvml_active_links(nvml, h),
-            })
-        links = {}
-        for a in range(count):
-            for b in range(count):
-                if a == b:
-                    continue
-                links[(a, b)] = _nvml_pair(nvml, handles, gpus, a, b, smi_links, warnings)
-        # Keep the matrix symmetric (take the better-informed answer).
-        for a in range(count):
-            for b in range(a + 1, count):
-                best = max(links[(a, b)], links[(b, a)], key=link_rank)
-                links[(a, b)] = links[(b, a)] = best
+        gpus = [_nvml_gpu(nvml, i, h) for i, h in enumerate(handles)]
+        links = _nvml_links(nvml, handles, gpus, smi_links, warnings)
         return build_gpu_facts(gpus, driver, links, "nvml", cuda_version=cuda, warnings=warnings)
     finally:
         try:
             nvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def _nvml_cuda_version(nvml):
+    """The CUDA version the driver supports ("13.0"), or None where NVML does not say (optional)."""
+    try:
+        cuda_v = nvml.nvmlSystemGetCudaDriverVersion_v2()
+        return "%d.%d" % (cuda_v // 1000, (cuda_v % 1000) // 10)
+    except Exception:  # optional
+        return None
+
+
+def _nvml_gpu(nvml, index, h):
+    """One GPU of gpu_facts; what NVML does not support for it (compute capability, MIG, NUMA node) is None."""
+    pci = nvml.nvmlDeviceGetPciInfo(h)
+    # The 8-digit-domain form, as nvidia-smi prints it: both readers must return the same id.
+    bus = _s(pci.busId) or _s(getattr(pci, "busIdLegacy", None))
+    try:
+        cc = "%d.%d" % tuple(nvml.nvmlDeviceGetCudaComputeCapability(h))
+    except Exception:
+        cc = None
+    try:
+        cur, _pending = nvml.nvmlDeviceGetMigMode(h)
+        mig = "Enabled" if cur == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1) else "Disabled"
+    except Exception:  # NotSupported on GPUs without MIG
+        mig = None
+    try:
+        numa = nvml.nvmlDeviceGetNumaNodeId(h)
+    except Exception:
+        numa = None
+    return {
+        "index": index,
+        "name": _s(nvml.nvmlDeviceGetName(h)),
+        "uuid": _s(nvml.nvmlDeviceGetUUID(h)),
+        "memory_total_mib": int(nvml.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024)),
+        "pci_bus_id": bus,
+        "numa_node": numa if isinstance(numa, int) and numa >= 0 else None,
+        "mig_mode": mig,
+        "compute_capability": cc,
+        "nvlinks_active": _nvml_active_links(nvml, h),
+    }
+
+
+def _nvml_links(nvml, handles, gpus, smi_links, warnings):
+    """{(a, b): link type} for every ordered pair of GPUs, symmetric."""
+    count = len(handles)
+    links = {}
+    for a in range(count):
+        for b in range(count):
+            if a == b:
+                continue
+            links[(a, b)] = _nvml_pair(nvml, handles, gpus, a, b, smi_links, warnings)
+    # Keep the matrix symmetric (take the better-informed answer).
+    for a in range(count):
+        for b in range(a + 1, count):
+            best = max(links[(a, b)], links[(b, a)], key=link_rank)
+            links[(a, b)] = links[(b, a)] = best
+    return links
 
 
 def _nvml_active_links(nvml, handle):
@@ -143,8 +158,3 @@ def _same_bus(x, y):
             parts[0] = parts[0][-4:]
         return ":".join(parts)
     return bool(x) and norm(x) == norm(y)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Orchestration: which source to read.  I/O is injected so tests can replay real captures.
-# --------------------------------------------------------------------------------------------------------

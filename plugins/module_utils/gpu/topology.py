@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """GPU topology as the controller sees it: described hardware (gpu_facts_from_spec), and, for the code that
 imported them from here, the names of the two modules this one was split into by where they run:
-gpu_links.py (the link vocabulary and the gpu_facts shape, shared), gpu_probe.py (nvidia-smi, read on the managed
-host by the gpu_facts module) and gpu_nvml.py (NVML, likewise).
+gpu_links.py (the link vocabulary and the gpu_facts shape, shared), gpu_probe.py (reads the GPUs on the managed
+host for the gpu_facts module), smi_output.py (what nvidia-smi prints, parsed) and gpu_nvml.py (NVML).
 """
 
 from __future__ import annotations
@@ -29,13 +29,15 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_probe import
     GpuFactsError,
     collect_gpu_facts,
     find_nvidia_smi,
+    sysfs_pci_path,
+)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.smi_output import (  # noqa: F401
     gpu_facts_from_smi,
     parse_nic_legend,
     parse_nvlink_status,
     parse_query_csv,
     parse_smi_xml,
     parse_topo_matrix,
-    sysfs_pci_path,
 )
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_nvml import _same_bus, read_nvml  # noqa: F401
 # pylint: enable=unused-import

@@ -33,7 +33,8 @@ import time
 import urllib.error
 import urllib.request
 
-from .diagnostics import EVIDENCE_PREFIX, diagnose_replica
+from .diagnose_evidence import diagnose_replica
+from .diagnostics import EVIDENCE_PREFIX
 from .replica_env import api_key, http_open
 
 DOCKER = "/usr/bin/docker"
@@ -108,7 +109,7 @@ def run(argv, limit=20000):
 
 
 def diagnose(replica, reason):
-    """The collection's diagnosis (diagnostics.py, in this package) of the replica's journal and log."""
+    """The collection's diagnosis (diagnose_evidence.py, in this package) of the replica's journal and log."""
     evidence = {
         "replica": replica["name"], "unit": replica["unit"], "container": replica["container"],
         "unit_show": run(["systemctl", "show", replica["unit"]]),

@@ -72,18 +72,13 @@ def archive_manifest(path):
     except (OSError, tarfile.TarError) as exc:
         raise ManifestError("%s is not a readable tar archive: %s" % (path, exc))
     with tf:
-        members = tf.getmembers()
-        bad = [m.name for m in members
-               if not W.safe_member(m.name, "file" if m.isfile() else "dir" if m.isdir() else "other")]
-        if bad:
-            raise ManifestError("archive %s has members that may not be extracted (links, devices or paths leaving "
-                                "the directory): %s" % (path, ", ".join(bad[:5])))
-        prefix = W.strip_archive_root([m.name.rstrip("/") for m in members])
+        try:
+            files = W.archive_files(tf.getmembers(), path)
+        except ValueError as exc:
+            raise ManifestError(str(exc))
         out = {}
-        for m in members:
-            if not m.isfile():
-                continue
-            rel = os.path.normpath(m.name[len(prefix):] if prefix else m.name).replace(os.sep, "/")
+        for m, rel in files:
+            rel = os.path.normpath(rel).replace(os.sep, "/")
             if W.is_client_bookkeeping(rel):
                 continue
             digest, size = _sha256_stream(tf.extractfile(m))

@@ -51,22 +51,8 @@ def peer_url(address, port, module):
     return "rsync://%s:%d/%s/" % (address, int(port), module)
 
 
-def schedule(hosts, port=8873, fanout=1, max_peers=MAX_PEERS):
-    """Plan who fetches from the hub and who pulls from which peers, in rounds.
-
-    hosts: one dict per host of the play, in inventory order: host, group (peer group: hosts of one network
-    segment), key (model_key of what the host needs), address (its LAN address), module (module_name of its
-    model directory), state ("complete": holds verified files; "fetch": needs bytes; "off": peer transfer turned
-    off for it, or nothing to share), bytes_to_fetch (optional: a seed is the host with the least left to fetch).
-    Entries that are None (hosts not running the role) are ignored.
-
-    Returns {"rounds": number of peer rounds (0 when nobody pulls from a peer), "hosts": {host: entry}} where
-    entry = {round: 0 for the hub or nothing to do, r >= 1 for a peer pull in round r; source: hub | peers |
-    none; peers: [{host, url}] in the order to try (the hub comes after them); serve: whether the host must run
-    the rsync daemon (some host pulls from it); allow: the addresses that may connect to it}.
-    """
-    if int(fanout) < 1:
-        raise PeerPlanError("model_weights_peer_fanout must be >= 1, got %s" % fanout)
+def _peer_groups(hosts):
+    """({host: its entry before any peer is planned}, {(peer group, model key): the hosts of it that take part})."""
     out, groups, seen = {}, {}, set()
     for h in hosts or []:
         if not h:
@@ -83,43 +69,76 @@ def schedule(hosts, port=8873, fanout=1, max_peers=MAX_PEERS):
         if state == "off":
             continue  # fetched on its own, as without peer transfer
         groups.setdefault((str(h.get("group", "")), h.get("key")), []).append(h)
+    return out, groups
+
+
+def _check_addresses(members):
+    for m in members:
+        if not m.get("address"):
+            raise PeerPlanError("%s has no LAN address for peer transfer: set model_weights_peer_address (the "
+                                "address its peers reach it on), gather its network facts, or set "
+                                "model_weights_peer_transfer: false for it" % m["host"])
+
+
+def _seeded(holders, needers):
+    """(holders, needers) once a group without holders has a seed: one host downloads from the hub (round 0), the
+    one with the least left to fetch (an interrupted earlier run), the first in inventory order on a tie."""
+    if holders:
+        return holders, needers
+    seed = min(needers, key=lambda m: (int(m.get("bytes_to_fetch") or 0), needers.index(m)))
+    return [seed], [m for m in needers if m is not seed]
+
+
+def _schedule_group(out, holders, needers, port, fanout, max_peers):
+    """Plan the peer rounds of one group into out; returns the number of rounds."""
+    available = list(holders)
+    r = 0
+    while needers:
+        r += 1
+        batch = needers[:len(available) * int(fanout)]
+        needers = needers[len(batch):]
+        # The newest holders serve first: the seed, busy in every round so far, serves only when there are
+        # as many pullers as holders (3 hosts: the seed serves the second, the second the third).
+        newest = available[::-1]
+        for i, m in enumerate(batch):
+            j = i % len(newest)
+            order = newest[j:] + newest[:j]  # primary first, then the other holders, spread
+            out[m["host"]].update(round=r, source="peers",
+                                  peers=[{"host": o["host"], "url": peer_url(o["address"], port, o["module"])}
+                                         for o in order[:max_peers]])
+            for o in order[:max_peers]:
+                out[o["host"]]["serve"] = True
+        available.extend(batch)
+    return r
+
+
+def schedule(hosts, port=8873, fanout=1, max_peers=MAX_PEERS):
+    """Plan who fetches from the hub and who pulls from which peers, in rounds.
+
+    hosts: one dict per host of the play, in inventory order: host, group (peer group: hosts of one network
+    segment), key (model_key of what the host needs), address (its LAN address), module (module_name of its
+    model directory), state ("complete": holds verified files; "fetch": needs bytes; "off": peer transfer turned
+    off for it, or nothing to share), bytes_to_fetch (optional: a seed is the host with the least left to fetch).
+    Entries that are None (hosts not running the role) are ignored.
+
+    Returns {"rounds": number of peer rounds (0 when nobody pulls from a peer), "hosts": {host: entry}} where
+    entry = {round: 0 for the hub or nothing to do, r >= 1 for a peer pull in round r; source: hub | peers |
+    none; peers: [{host, url}] in the order to try (the hub comes after them); serve: whether the host must run
+    the rsync daemon (some host pulls from it); allow: the addresses that may connect to it}.
+    """
+    if int(fanout) < 1:
+        raise PeerPlanError("model_weights_peer_fanout must be >= 1, got %s" % fanout)
+    out, groups = _peer_groups(hosts)
     rounds = 0
     for (_group, _key), members in groups.items():
         holders = [m for m in members if m["state"] == "complete"]
         needers = [m for m in members if m["state"] == "fetch"]
         if not needers or len(members) < 2:
             continue
-        for m in members:
-            if not m.get("address"):
-                raise PeerPlanError("%s has no LAN address for peer transfer: set model_weights_peer_address (the "
-                                    "address its peers reach it on), gather its network facts, or set "
-                                    "model_weights_peer_transfer: false for it" % m["host"])
+        _check_addresses(members)
         allow = sorted(set(m["address"] for m in members))
-        if not holders:
-            # One seed downloads from the hub (round 0): the host with the least left to fetch (an interrupted
-            # earlier run), the first in inventory order on a tie.
-            seed = min(needers, key=lambda m: (int(m.get("bytes_to_fetch") or 0), needers.index(m)))
-            holders = [seed]
-            needers = [m for m in needers if m is not seed]
-        available = list(holders)
-        r = 0
-        while needers:
-            r += 1
-            batch = needers[:len(available) * int(fanout)]
-            needers = needers[len(batch):]
-            # The newest holders serve first: the seed, busy in every round so far, serves only when there are
-            # as many pullers as holders (3 hosts: the seed serves the second, the second the third).
-            newest = available[::-1]
-            for i, m in enumerate(batch):
-                j = i % len(newest)
-                order = newest[j:] + newest[:j]  # primary first, then the other holders, spread
-                out[m["host"]].update(round=r, source="peers",
-                                      peers=[{"host": o["host"], "url": peer_url(o["address"], port, o["module"])}
-                                             for o in order[:max_peers]])
-                for o in order[:max_peers]:
-                    out[o["host"]]["serve"] = True
-            available.extend(batch)
-        rounds = max(rounds, r)
+        holders, needers = _seeded(holders, needers)
+        rounds = max(rounds, _schedule_group(out, holders, needers, port, fanout, max_peers))
         for m in members:
             if out[m["host"]]["serve"]:
                 out[m["host"]]["allow"] = allow

@@ -335,6 +335,18 @@ def safe_member(name, kind):
     return not (name.startswith("/") or norm == ".." or norm.startswith("../") or "/../" in "/" + name + "/")
 
 
+def archive_files(members, archive):
+    """[(member, its path below the archive's one top directory, if it has one)] of the regular files among an
+    archive's members (tarfile.TarInfo); ValueError naming the members that may not be extracted (safe_member)."""
+    bad = [m.name for m in members
+           if not safe_member(m.name, "file" if m.isfile() else "dir" if m.isdir() else "other")]
+    if bad:
+        raise ValueError("archive %s has members that may not be extracted (links, devices or paths leaving "
+                         "the directory): %s" % (archive, ", ".join(bad[:5])))
+    prefix = strip_archive_root([m.name.rstrip("/") for m in members])
+    return [(m, m.name[len(prefix):] if prefix else m.name) for m in members if m.isfile()]
+
+
 def strip_archive_root(names):
     """When every member sits under one top directory (model/...), that prefix, else ''."""
     tops = set(n.split("/", 1)[0] for n in names if n and n != ".")

@@ -100,18 +100,9 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
     options = _host_tp_options(arch, profile, host_list, tp_forced, reasons)
     if not options:
         raise PlanError("no tensor-parallel size of %s fits the smallest host of the group" % profile["id"])
-    best = None
-    tried = []
-    for n in range(2, len(host_list) + 1):
-        for opt in options:
-            stages, worst = _eval_stages(arch, profile, host_list, opt, n, util, max_model_len, max_num_seqs,
-                                         objective, opts, batched_tokens)
-            tried.append((n, opt, stages, worst))
-            if worst["fits"]:
-                best = (n, opt, stages, worst)
-                break
-        if best:
-            break
+    best, tried = _fewest_hosts(options, lambda n, opt: _eval_stages(
+        arch, profile, host_list, opt, n, util, max_model_len, max_num_seqs, objective, opts, batched_tokens),
+        len(host_list))
     if best is None:
         n, opt, stages, worst = max(tried, key=lambda x: (x[0], x[1]["t"]))
         single["reasons"].append(
@@ -129,11 +120,31 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
     reasons.extend(freasons)
     _explain_hosts(reasons, arch, profile, single, host_list, best, max_model_len)
     args = engine_args(e, t, util, max_model_len, ep, kv_cache_dtype, profile, enabled, pp=n)
+    return _hosts_plan(base, best, len(host_list), dict(ep=ep, util=util, enabled=enabled, reasons=reasons,
+                                                        args=args))
+
+
+def _fewest_hosts(options, evaluate, host_count):
+    """The first (hosts, TP option, stages, worst stage) that fits, from 2 hosts up, and every one tried."""
+    tried = []
+    for n in range(2, host_count + 1):
+        for opt in options:
+            stages, worst = evaluate(n, opt)
+            tried.append((n, opt, stages, worst))
+            if worst["fits"]:
+                return tried[-1], tried
+    return None, tried
+
+
+def _hosts_plan(base, best, host_count, chosen):
+    """The plan's keys for one instance over ``best``'s hosts (TP inside each, PP across them)."""
+    n, opt, stages, e = best
+    t, layout, ep, util = opt["t"], e["layout"], chosen["ep"], chosen["util"]
     full = _full_seqs(e)
     heaviest = max(stages, key=lambda s: s["weights_bytes_per_gpu"])
     out = dict(base)
     out.update(
-        fits=e["fits"], nodes=n, hosts=len(host_list), tensor_parallel_size=t, pipeline_parallel_size=n,
+        fits=e["fits"], nodes=n, hosts=host_count, tensor_parallel_size=t, pipeline_parallel_size=n,
         data_parallel_size=1, replicas=[list(opt["groups"][0])], enable_expert_parallel=ep,
         weights_bytes=e["weights_bytes"], weights_bytes_per_gpu=heaviest["weights_bytes_per_gpu"],
         overhead_bytes_per_gpu=e["overhead_bytes_per_gpu"], overhead_terms_per_gpu=e.get("overhead_terms") or {},
@@ -147,7 +158,8 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
         interconnect=("NVLink" if opt["nvlink"] else _worst_link(opt["groups"][0], opt["topos"][0][1]))
         if t > 1 else None,
         unused_gpus=[i for i in opt["topos"][0][2] if i not in opt["groups"][0]],
-        features=enabled, reasons=reasons, vllm_args=args, stages=[_stage_row(s, t) for s in stages],
+        features=chosen["enabled"], reasons=chosen["reasons"], vllm_args=chosen["args"],
+        stages=[_stage_row(s, t) for s in stages],
         layout="1 x TP%d x PP%d%s%s over %d hosts" % (
             t, n, " EP" if ep else "", "" if t == 1 else (" NVLink" if opt["nvlink"] else " PCIe"), n),
     )

@@ -114,8 +114,8 @@ def fetch_metadata(repo_id, source="hf", revision=None, endpoint=None, token=Non
         hit = read_cached(cache_path(cache_dir, source, repo_id, revision))
         if hit:
             return dict(hit, commit=revision, cached=True)
-    from ansible_collections.llmfleet.vllm.plugins.module_utils.weights.hub_fetch import _set_client_env
-    _set_client_env(endpoint)
+    from ansible_collections.llmfleet.vllm.plugins.module_utils.weights.hub_clients import set_client_env
+    set_client_env(endpoint)
     staging = cache_path(cache_dir, source, repo_id, ".staging")
     os.makedirs(staging, exist_ok=True)
     try:

@@ -106,21 +106,8 @@ def plan_by_hand(gpu_facts, name, config, weights_bytes, kv_cache_memory_bytes, 
     """The plan dict (the keys planner.plan returns that the roles read) of a model the planner does not
     understand, with its KV cache set by hand.  ``not_understood``: the planner's refusal (what it did not
     understand); it becomes the plan's first warning."""
-    if not kv_cache_memory_bytes or int(kv_cache_memory_bytes) <= 0:
-        raise PlanError("%s; or set kv_cache_memory_bytes to plan it with the KV cache sized by hand" % not_understood)
-    if not weights_bytes or int(weights_bytes) <= 0:
-        raise PlanError("%s is planned with its KV cache set by hand, but its weight size is unknown: the hub has "
-                        "no model.safetensors.index.json for it; give weights_bytes" % name)
-    kv, weights = int(kv_cache_memory_bytes), int(weights_bytes)
-    native = context_length(config)
-    if max_model_len is None:
-        if native is None:
-            raise PlanError("%s: config.json has no max_position_embeddings; give max_model_len" % name)
-        max_model_len = native
-    max_model_len = int(max_model_len)
-    if native is not None and max_model_len > native:
-        raise PlanError("max_model_len %d exceeds the model's context of %d tokens (max_position_embeddings); use "
-                        "at most %d" % (max_model_len, native, native))
+    kv, weights = _sizes_given(name, weights_bytes, kv_cache_memory_bytes, not_understood)
+    max_model_len = _context(name, config, max_model_len)
     warnings = [
         "not verified by the planner: %s" % not_understood,
         "the KV cache is the %d bytes set by hand (kv_cache_memory_bytes); how many tokens and requests it holds is "
@@ -136,41 +123,80 @@ def plan_by_hand(gpu_facts, name, config, weights_bytes, kv_cache_memory_bytes, 
             "max-num-seqs": int(max_num_seqs) if max_num_seqs else None,
             "kv-cache-dtype": None if kv_cache_dtype == "auto" else kv_cache_dtype}
     args.update(_features(features, name))
-    if accelerator == "cpu":
-        if tensor_parallel_size not in (None, 1) or replicas not in (None, 1):
-            raise PlanError("the CPU engine runs one TP1 replica")
-        tp, groups, fits, util = 1, [[]], True, None
-    elif accelerator == "gpu":
-        util = 0.9 if gpu_memory_utilization is None else float(gpu_memory_utilization)
-        tp, groups, fits = _gpu_layout(gpu_facts, weights, kv, util, tensor_parallel_size, replicas, reasons)
+    tp, groups, fits, util = _layout(gpu_facts, accelerator, weights, kv, gpu_memory_utilization,
+                                     tensor_parallel_size, replicas, reasons)
+    if accelerator == "gpu":
         args["tensor-parallel-size"] = tp
         if tp > 1:
             warnings.append("tensor parallel size %d is not checked against the model's heads and experts" % tp)
-    else:
-        raise PlanError("accelerator must be gpu or cpu, got %r" % accelerator)
     if not fits:
         reasons.append("Does not fit: the weights' share and the KV cache set by hand exceed one GPU; lower "
                        "kv_cache_memory_bytes or use more GPUs per replica (tensor_parallel_size).")
+    plan = _plan_dict(name, config, accelerator, warnings, reasons, args, features, kv_cache_dtype, max_num_seqs,
+                      dict(max_model_len=max_model_len, fits=fits, tp=tp, groups=groups, util=util, kv=kv,
+                           weights=weights, not_understood=not_understood))
+    plan["summary"] = {"model": name, "fits": ("yes" if fits else "no") + " (not verified)", "layout": plan["layout"],
+                       "kv_cache_tokens": "? (%.2f GiB set by hand)" % (kv / GIB),
+                       "max_concurrency": "? @ %d" % max_model_len,
+                       "max_num_seqs": plan["max_num_seqs"] if plan["max_num_seqs"] else "vLLM's default"}
+    return plan
+
+
+def _sizes_given(name, weights_bytes, kv_cache_memory_bytes, not_understood):
+    """(KV bytes, weight bytes), both given and positive, or the PlanError that says which is missing."""
+    if not kv_cache_memory_bytes or int(kv_cache_memory_bytes) <= 0:
+        raise PlanError("%s; or set kv_cache_memory_bytes to plan it with the KV cache sized by hand" % not_understood)
+    if not weights_bytes or int(weights_bytes) <= 0:
+        raise PlanError("%s is planned with its KV cache set by hand, but its weight size is unknown: the hub has "
+                        "no model.safetensors.index.json for it; give weights_bytes" % name)
+    return int(kv_cache_memory_bytes), int(weights_bytes)
+
+
+def _context(name, config, max_model_len):
+    """max_model_len as asked, else the model's own context; never past the model's context."""
+    native = context_length(config)
+    if max_model_len is None:
+        if native is None:
+            raise PlanError("%s: config.json has no max_position_embeddings; give max_model_len" % name)
+        max_model_len = native
+    max_model_len = int(max_model_len)
+    if native is not None and max_model_len > native:
+        raise PlanError("max_model_len %d exceeds the model's context of %d tokens (max_position_embeddings); use "
+                        "at most %d" % (max_model_len, native, native))
+    return max_model_len
+
+
+def _layout(gpu_facts, accelerator, weights, kv, gpu_memory_utilization, tensor_parallel_size, replicas, reasons):
+    """(tp, replica GPU groups, fits, utilisation) on a CPU engine (one TP1 replica) or on the host's GPUs."""
+    if accelerator == "cpu":
+        if tensor_parallel_size not in (None, 1) or replicas not in (None, 1):
+            raise PlanError("the CPU engine runs one TP1 replica")
+        return 1, [[]], True, None
+    if accelerator != "gpu":
+        raise PlanError("accelerator must be gpu or cpu, got %r" % accelerator)
+    util = 0.9 if gpu_memory_utilization is None else float(gpu_memory_utilization)
+    tp, groups, fits = _gpu_layout(gpu_facts, weights, kv, util, tensor_parallel_size, replicas, reasons)
+    return tp, groups, fits, util
+
+
+def _plan_dict(name, config, accelerator, warnings, reasons, args, features, kv_cache_dtype, max_num_seqs, got):
+    """The plan's keys, with what a plan by hand cannot know left empty."""
+    tp, groups, kv, weights = got["tp"], got["groups"], got["kv"], got["weights"]
     archs = list(config.get("architectures") or _text(config).get("architectures") or [])
-    plan = dict(
+    return dict(
         model=name, profile=None, family=name, variant=None, quantization=None, objective="throughput",
-        accelerator=accelerator, verified=False, not_understood=not_understood, warnings=warnings,
-        architectures=archs, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype,
+        accelerator=accelerator, verified=False, not_understood=got["not_understood"],
+        warnings=warnings, architectures=archs, max_model_len=got["max_model_len"], kv_cache_dtype=kv_cache_dtype,
         kv_cache_bytes_per_token=None, state_bytes_per_sequence=None, min_vllm_version="0.0.0",
-        fits=fits, tensor_parallel_size=tp, data_parallel_size=len(groups), replicas=groups,
+        fits=got["fits"], tensor_parallel_size=tp, data_parallel_size=len(groups), replicas=groups,
         enable_expert_parallel=False, weights_bytes=weights, weights_bytes_per_gpu=-(-weights // tp),
         overhead_bytes_per_gpu=None, kv_cache_memory_bytes=kv * tp, available_kv_cache_memory_bytes=kv,
         kv_cache_tokens=None, kv_cache_tokens_total=None, kv_cache_blocks=None, kv_cache_block_size=None,
         kv_cache_layout=None, max_num_seqs=int(max_num_seqs) if max_num_seqs else None,
-        max_num_batched_tokens=None, gpu_memory_utilization=util, max_concurrency=None,
+        max_num_batched_tokens=None, gpu_memory_utilization=got["util"], max_concurrency=None,
         max_concurrency_at_max_model_len=None, max_concurrency_total=None, full_context_sequences_total=None,
         interconnect=None, unused_gpus=[], features={k: bool(v) for k, v in (features or {}).items() if v is not None},
         reasons=reasons + ["Warning: %s." % w for w in warnings], vllm_args=args, suggestions=[],
         layout="%s (not verified: KV cache set by hand)" % (
             "CPU engine (1 replica)" if accelerator == "cpu" else "%d x TP%d" % (len(groups), tp)),
     )
-    plan["summary"] = {"model": name, "fits": ("yes" if fits else "no") + " (not verified)", "layout": plan["layout"],
-                       "kv_cache_tokens": "? (%.2f GiB set by hand)" % (kv / GIB),
-                       "max_concurrency": "? @ %d" % max_model_len,
-                       "max_num_seqs": plan["max_num_seqs"] if plan["max_num_seqs"] else "vLLM's default"}
-    return plan

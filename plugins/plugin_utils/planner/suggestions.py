@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import DEFAULT_MAX_NUM_SEQS
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import gib
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import link_rank, nvlink_count
 
 
@@ -43,7 +44,6 @@ def _cpu_kv_budget(profile, inputs):
 def suggest(gpu_facts, profile, inputs, failed, alternatives):
     """The smallest changes that make a failed plan fit.  Each: {'set': {input: value}, 'text': sentence}."""
     from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
-    out = []
 
     def attempt(p=profile, **changes):
         kw = dict(inputs)
@@ -54,58 +54,16 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
             return None
 
     if inputs.get("vllm_version") is not None and failed.get("vllm_version_ok") is False:
-        out.append({"set": {"vllm_version": failed["min_vllm_version"]},
-                    "text": "Use vLLM %s or newer." % failed["min_vllm_version"]})
-        return out
-    # 1. a shorter context
-    ctx, best = _largest_context(attempt, inputs["max_model_len"])
-    if best:
-        out.append({"set": {"max_model_len": ctx},
-                    "text": "Lower max_model_len to %d (KV cache then %d tokens per replica, layout %s)."
-                            % (ctx, best["kv_cache_tokens"], best["layout"])})
-    # 2. fewer sequences in flight
-    current = inputs.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS[inputs["objective"]]
-    for s_ in (64, 32, 16, 8, 4, 1):
-        if s_ < current:
-            r = attempt(max_num_seqs=s_)
-            if r and r["fits"]:
-                out.append({"set": {"max_num_seqs": s_}, "text": "Lower max_num_seqs to %d." % s_})
-                break
-    # 3. more of the memory
-    if inputs["accelerator"] == "gpu":
-        for u in (0.92, 0.95):
-            if u > inputs["gpu_memory_utilization"]:
-                r = attempt(gpu_memory_utilization=u)
-                if r and r["fits"]:
-                    out.append({"set": {"gpu_memory_utilization": u},
-                                "text": "Raise gpu_memory_utilization to %.2f (less headroom for other processes on "
-                                        "the GPU)." % u})
-                    break
-    else:
-        out.append(_cpu_kv_budget(profile, inputs))
+        return [{"set": {"vllm_version": failed["min_vllm_version"]},
+                 "text": "Use vLLM %s or newer." % failed["min_vllm_version"]}]
+    # 1-3: one knob at a time (a shorter context, fewer sequences in flight, more of the memory)
+    out = _shorter_context(attempt, inputs) + _fewer_sequences(attempt, inputs)
+    out += _more_memory(attempt, inputs) if inputs["accelerator"] == "gpu" else [_cpu_kv_budget(profile, inputs)]
     # 4. when no single knob is enough: all of them at once
     if not out and inputs["accelerator"] == "gpu":
-        for s_ in (16, 4, 1):
-            ctx, best = _largest_context(attempt, inputs["max_model_len"], max_num_seqs=s_,
-                                         gpu_memory_utilization=max(0.95, inputs["gpu_memory_utilization"]))
-            if best:
-                out.append({"set": {"max_model_len": ctx, "max_num_seqs": s_,
-                                    "gpu_memory_utilization": best["gpu_memory_utilization"]},
-                            "text": "Squeeze it in: max_model_len %d, max_num_seqs %d, gpu_memory_utilization %.2f "
-                                    "(KV cache %d tokens; little room to spare)."
-                                    % (ctx, s_, best["gpu_memory_utilization"], best["kv_cache_tokens"])})
-                break
+        out += _all_knobs(attempt, inputs)
     # 5. a smaller checkpoint of the same family
-    for alt in sorted(alternatives, key=lambda a: a["weights_bytes"], reverse=True):
-        if alt["id"] == profile["id"] or alt["family"] != profile["family"] or \
-                alt["weights_bytes"] >= profile["weights_bytes"]:
-            continue
-        r = attempt(p=alt)
-        if r and r["fits"]:
-            out.append({"set": {"model": alt["id"]},
-                        "text": "Serve %s instead (%s weights): fits as %s with %d KV tokens per replica."
-                                % (alt["id"], P.gib(alt["weights_bytes"]), r["layout"], r["kv_cache_tokens"])})
-            break
+    out += _smaller_checkpoint(attempt, profile, alternatives)
     # 6. feature trade-offs that free memory
     out.extend(_feature_tradeoffs(attempt, inputs, failed))
     # 7. more GPUs like these (NVLink-connected only if these have NVLink)
@@ -114,6 +72,62 @@ def suggest(gpu_facts, profile, inputs, failed, alternatives):
     if inputs["accelerator"] == "gpu" and isinstance(gpu_facts, dict) and gpu_facts.get("gpus"):
         out.extend(_more_hosts(gpu_facts, profile, inputs))
     return out
+
+
+def _shorter_context(attempt, inputs):
+    ctx, best = _largest_context(attempt, inputs["max_model_len"])
+    if not best:
+        return []
+    return [{"set": {"max_model_len": ctx},
+             "text": "Lower max_model_len to %d (KV cache then %d tokens per replica, layout %s)."
+                     % (ctx, best["kv_cache_tokens"], best["layout"])}]
+
+
+def _fewer_sequences(attempt, inputs):
+    current = inputs.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS[inputs["objective"]]
+    for seqs in (64, 32, 16, 8, 4, 1):
+        if seqs < current:
+            r = attempt(max_num_seqs=seqs)
+            if r and r["fits"]:
+                return [{"set": {"max_num_seqs": seqs}, "text": "Lower max_num_seqs to %d." % seqs}]
+    return []
+
+
+def _more_memory(attempt, inputs):
+    for u in (0.92, 0.95):
+        if u > inputs["gpu_memory_utilization"]:
+            r = attempt(gpu_memory_utilization=u)
+            if r and r["fits"]:
+                return [{"set": {"gpu_memory_utilization": u},
+                         "text": "Raise gpu_memory_utilization to %.2f (less headroom for other processes on "
+                                 "the GPU)." % u}]
+    return []
+
+
+def _all_knobs(attempt, inputs):
+    for seqs in (16, 4, 1):
+        ctx, best = _largest_context(attempt, inputs["max_model_len"], max_num_seqs=seqs,
+                                     gpu_memory_utilization=max(0.95, inputs["gpu_memory_utilization"]))
+        if best:
+            return [{"set": {"max_model_len": ctx, "max_num_seqs": seqs,
+                             "gpu_memory_utilization": best["gpu_memory_utilization"]},
+                     "text": "Squeeze it in: max_model_len %d, max_num_seqs %d, gpu_memory_utilization %.2f "
+                             "(KV cache %d tokens; little room to spare)."
+                             % (ctx, seqs, best["gpu_memory_utilization"], best["kv_cache_tokens"])}]
+    return []
+
+
+def _smaller_checkpoint(attempt, profile, alternatives):
+    for alt in sorted(alternatives, key=lambda a: a["weights_bytes"], reverse=True):
+        if alt["id"] == profile["id"] or alt["family"] != profile["family"] or \
+                alt["weights_bytes"] >= profile["weights_bytes"]:
+            continue
+        r = attempt(p=alt)
+        if r and r["fits"]:
+            return [{"set": {"model": alt["id"]},
+                     "text": "Serve %s instead (%s weights): fits as %s with %d KV tokens per replica."
+                             % (alt["id"], gib(alt["weights_bytes"]), r["layout"], r["kv_cache_tokens"])}]
+    return []
 
 
 def _feature_tradeoffs(attempt, inputs, failed):

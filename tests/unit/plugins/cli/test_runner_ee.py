@@ -1,6 +1,6 @@
 """llmfleet-run --ee: the argument handling of a run inside an execution environment.
 
-The pure helpers are tested directly; main() is run with ansible_runner.run replaced by a recorder (a
+The pure helpers are tested in test_ee_setup.py; here main() is run with ansible_runner.run replaced by a recorder (a
 stand-in: the real run in a container is tests/integration/test_ee.py, in `make test-full`), to check what
 ansible-runner is asked to do and what the run directory holds while it runs.
 """
@@ -11,47 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmfleet.vllm.plugins.cli import runner
+from ansible_collections.llmfleet.vllm.plugins.cli import ee_setup, runner
 
 ROOT = Path(__file__).resolve().parents[4]
 IMAGE = "llmfleet-ee/llmfleet-vllm:test"
-
-
-@pytest.mark.parametrize("arg, expected", [
-    ("site.yml", "llmfleet.vllm.site"),
-    ("playbooks/plan.yml", "llmfleet.vllm.plan"),
-    (str(ROOT / "playbooks" / "serve.yml"), "llmfleet.vllm.serve"),
-    ("llmfleet.vllm.verify", "llmfleet.vllm.verify"),
-])
-def test_collection_playbooks_run_by_name_from_the_image(arg, expected):
-    assert runner.ee_playbook(arg, ROOT, "llmfleet.vllm") == (expected, None)
-
-
-def test_another_playbook_file_is_copied(tmp_path):
-    play = tmp_path / "mine.yml"
-    play.write_text("- hosts: all\n")
-    assert runner.ee_playbook(str(play), ROOT, "llmfleet.vllm") == ("mine.yml", play)
-
-
-def test_a_missing_playbook_is_named():
-    with pytest.raises(ValueError, match="playbook 'nope.yml' not found"):
-        runner.ee_playbook("nope.yml", ROOT, "llmfleet.vllm")
-
-
-def test_mounts_are_checked(tmp_path):
-    assert runner.ee_mount(f"{tmp_path}:/models:ro") == f"{tmp_path}:/models:ro"
-    with pytest.raises(ValueError, match="expected SRC:DST"):
-        runner.ee_mount(str(tmp_path))
-    with pytest.raises(ValueError, match="does not exist on this machine"):
-        runner.ee_mount(f"{tmp_path}/absent:/x")
-    with pytest.raises(ValueError, match="must be absolute"):
-        runner.ee_mount(f"{tmp_path}:models")
-
-
-def test_pass_env_takes_names_and_prefixes():
-    environ = {"HF_TOKEN": "t0ken", "LLMFLEET_TEST_A": "1", "LLMFLEET_TEST_B": "2", "HOME": "/root"}
-    assert runner.passed_env(["HF_TOKEN", "LLMFLEET_TEST_*", "ABSENT"], environ) == {
-        "HF_TOKEN": "t0ken", "LLMFLEET_TEST_A": "1", "LLMFLEET_TEST_B": "2"}
 
 
 @pytest.mark.parametrize("flags", [["--ee-mount", "/tmp:/tmp"], ["--pass-env", "HF_TOKEN"],
@@ -84,7 +47,7 @@ class Recorder:
     def __call__(self, **kwargs):
         self.kwargs = kwargs
         pdd = Path(kwargs["private_data_dir"])
-        secret = pdd / "env" / runner.EE_SECRETS_FILE
+        secret = pdd / "env" / ee_setup.EE_SECRETS_FILE
         if secret.exists():
             self.secret_file = (json.loads(secret.read_text()), stat.S_IMODE(secret.stat().st_mode))
         self.files = sorted(str(p.relative_to(pdd)) for p in pdd.rglob("*") if p.is_file())
@@ -122,11 +85,11 @@ def test_ee_run_asks_runner_for_process_isolation_with_secrets_in_the_run_direct
     assert {"inventory/hosts.yml", "inventory/group_vars/all/main.yml"} <= set(record.files)
     # The secret: a 0600 file in env/ during the run, only its container path on the command line, gone after.
     assert record.secret_file == ({"llmfleet_api_key": "sk-secret-value-9"}, 0o600)
-    assert kw["cmdline"] == f"-e @/runner/env/{runner.EE_SECRETS_FILE}"
+    assert kw["cmdline"] == f"-e @/runner/env/{ee_setup.EE_SECRETS_FILE}"
     assert kw["extravars"] == {"llmfleet_max_model_len": "512"}
     summary = json.loads(capsys.readouterr().out)
     kept = Path(summary["artifacts_dir"])
-    assert not (kept / "env" / runner.EE_SECRETS_FILE).exists()
+    assert not (kept / "env" / ee_setup.EE_SECRETS_FILE).exists()
     assert summary["playbook"] == "llmfleet.vllm.site"
 
 
@@ -144,18 +107,3 @@ def test_ee_run_copies_a_playbook_of_its_own_and_uses_podman_when_asked(tmp_path
     assert record.kwargs["cmdline"] == "-i localhost,"
     assert set(record.kwargs["envvars"]) <= {"ANSIBLE_CONFIG", "ANSIBLE_NOCOLOR"}
     capsys.readouterr()
-
-
-def test_several_inventories_and_a_file_with_its_group_vars_are_copied(tmp_path):
-    one = tmp_path / "one"
-    (one / "group_vars").mkdir(parents=True)
-    (one / "hosts.yml").write_text("all: {}\n")
-    (one / "group_vars" / "all.yml").write_text("a: 1\n")
-    two = tmp_path / "two"
-    two.mkdir()
-    (two / "extra.ini").write_text("[g]\nh2\n")
-    pdd = tmp_path / "pdd"
-    pdd.mkdir()
-    runner._copy_inventories([str(one / "hosts.yml"), str(two)], pdd)
-    files = sorted(str(p.relative_to(pdd)) for p in pdd.rglob("*") if p.is_file())
-    assert files == ["inventory/0-hosts/group_vars/all.yml", "inventory/0-hosts/hosts.yml", "inventory/1-two/extra.ini"]

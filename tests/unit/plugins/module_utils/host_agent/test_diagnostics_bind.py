@@ -25,12 +25,3 @@ def test_bind_failure_is_port_in_use(line, port):
     if port:
         assert "port %s is already taken" % port in findings[0]["diagnosis"]
         assert "sport = :%s" % port in findings[0]["fix"]
-
-
-def test_journal_of_a_replica_that_cannot_bind_is_diagnosed():
-    result = D.diagnose_replica({"replica": "0", "unit": "llmfleet-vllm@0.service",
-                                 "unit_state": {"ActiveState": "activating", "SubState": "auto-restart"},
-                                 "journal": "\n".join(JOURNAL)})
-    assert [f["id"] for f in result["findings"]] == ["port_in_use"]
-    assert not any("No known failure signature matched" in line for line in result["report"])
-    assert "vllm_server_port_base" in result["findings"][0]["fix"]

@@ -143,8 +143,8 @@ def test_a_replica_whose_unit_is_not_active_is_skipped(setup, monkeypatch):
 
 def test_the_diagnosis_goes_to_the_journal_line_by_line(setup, capsys, tmp_path):
     watchdog, replica, calls, config = setup
-    # The diagnosis comes from the installed package's own diagnostics module, not the collection's.
-    assert watchdog.diagnose_replica.__module__ == "llmfleet_host.diagnostics"
+    # The diagnosis comes from the installed package's own diagnose_evidence module, not the collection's.
+    assert watchdog.diagnose_replica.__module__ == "llmfleet_host.diagnose_evidence"
     text = watchdog.diagnose({"name": "0", "unit": "llmfleet-vllm@0.service", "container": "llmfleet-vllm-0"},
                              "replica 0 is hung")
     assert isinstance(text, str) and "watchdog: replica 0 is hung" in text

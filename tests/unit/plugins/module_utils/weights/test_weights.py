@@ -3,6 +3,7 @@ import hashlib
 import json
 import os
 import struct
+import tarfile
 
 import pytest
 
@@ -181,6 +182,21 @@ def test_archive_members():
     assert not W.safe_member("model/link", "other")
     assert W.strip_archive_root(["m", "m/config.json", "m/a/b"]) == "m/"
     assert W.strip_archive_root(["config.json", "tokenizer.json"]) == ""
+
+
+def test_archive_files_are_the_regular_members_below_the_top_directory():
+    def member(name, kind):
+        info = tarfile.TarInfo(name)
+        info.type = kind
+        return info
+
+    members = [member("m", tarfile.DIRTYPE), member("m/config.json", tarfile.REGTYPE),
+               member("m/sub/model.safetensors", tarfile.REGTYPE)]
+    assert [(m.name, rel) for m, rel in W.archive_files(members, "a.tar")] == [
+        ("m/config.json", "config.json"), ("m/sub/model.safetensors", "sub/model.safetensors")]
+    refused = members + [member("m/evil", tarfile.SYMTYPE), member("../up.txt", tarfile.REGTYPE)]
+    with pytest.raises(ValueError, match=r"archive a.tar has members that may not be extracted .*: m/evil, ../up.txt"):
+        W.archive_files(refused, "a.tar")
 
 
 def test_bookkeeping_is_never_part_of_the_model():

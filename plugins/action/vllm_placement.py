@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin for llmfleet.vllm.vllm_placement: places a host's models on the controller (documentation in
+plugins/modules/vllm_placement.py)."""
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.llmfleet.vllm.plugins.action.vllm_plan import (
+    _gpu_facts_arg, _load_all, _load_facts_file, _resolve_model)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_catalogue import (
+    CatalogueError, annotate_gpu_facts, load_catalogue)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
+from ansible_collections.llmfleet.vllm.plugins.modules.vllm_placement import (
+    ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE, REQUIRED_ONE_OF)
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import model_list
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import hub_metadata as H
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.engine_args import engine_overrides
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import ProfileError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.placement import (
+    PLACEMENT_HEADER, place, placement_rows)
+
+# Set by the placement itself: an entry's args_extra may not set them (its tensor_parallel_size and gpu_share do).
+PLACED_INPUTS = ("gpu_memory_utilization", "tensor_parallel_size", "kv_cache_memory_bytes")
+
+
+def _facts(args):
+    if args["gpu_facts"] is not None:
+        facts = _gpu_facts_arg(args["gpu_facts"])
+        if isinstance(facts, list):
+            raise PlanError("vllm_placement places the models of ONE host: give one host's gpu_facts")
+    elif args["gpu_facts_file"]:
+        facts = _load_facts_file(args["gpu_facts_file"])
+    else:
+        facts = gpu_facts_from_spec(args["hardware"], load_catalogue())
+    return annotate_gpu_facts(facts, load_catalogue())
+
+
+def _inputs(args, index, entry, profiles):
+    """planner.plan's inputs of one entry: its profile, and its args_extra read like vllm_plan reads them."""
+    var = "llmfleet_models[%d].args_extra" % index
+    margs = dict(args, model=entry["model"], model_config=None, weights_bytes=None,
+                 hub_revision=entry["revision"] or args.get("hub_revision"))
+    try:
+        profile = _resolve_model(margs, profiles)
+    except (ProfileError, H.HubMetadataError) as e:
+        raise PlanError("llmfleet_models[%d] (%s), model %s: %s" % (index, entry["name"], entry["model"], e))
+    names = tuple(((profile or {}).get("serving") or {}).get("features") or {})
+    given, features, hybrid, _notes = engine_overrides(entry["args_extra"], entry["env"], names, var=var)
+    placed = sorted(set(given) & set(PLACED_INPUTS))
+    if placed:
+        raise PlanError("%s sets %s, which the placement decides: use the entry's tensor_parallel_size and gpu_share"
+                        % (var, ", ".join(placed)))
+    plan_args = dict(objective=args["objective"], max_model_len=entry["max_model_len"] or args["max_model_len"],
+                     vllm_version=args["vllm_version"], hybrid_manager=hybrid,
+                     features=dict(entry["features"] or {}, **features) or None)
+    plan_args.update(given)
+    return {"profile": profile, "plan_args": plan_args, "alternatives": list(profiles.values())}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC,
+                                                        mutually_exclusive=MUTUALLY_EXCLUSIVE,
+                                                        required_one_of=REQUIRED_ONE_OF)
+        label = args["hardware_label"] or (args["hardware"] if isinstance(args["hardware"], str) else None)
+        try:
+            facts = _facts(args)
+            checked = model_list(args["models"], gpu_count=len(facts["gpus"]))
+            if checked["problems"]:
+                raise PlanError("llmfleet_models: " + " ".join(checked["problems"]))
+            profiles = _load_all(args["profiles_path"])
+            inputs = {e["name"]: _inputs(args, i, e, profiles) for i, e in enumerate(checked["models"])}
+            placement = place(facts, checked["models"], inputs, budget=args["gpu_memory_utilization"])
+        except (PlanError, ProfileError, CatalogueError, H.HubMetadataError, ValueError, OSError) as e:
+            raise AnsibleActionFail("vllm_placement: %s" % e)
+        if label is None:
+            label = "%dx %s" % (len(facts["gpus"]), "/".join(sorted({g.get("name") or "GPU" for g in facts["gpus"]})))
+        result.update(changed=False, placement=placement, table_header=PLACEMENT_HEADER,
+                      table_rows=placement_rows(label, placement))
+        if args["fail_if_not_fits"] and not placement["fits"]:
+            result.update(failed=True, msg="vllm_placement: " + " ".join(placement["problems"]))
+        return result
