@@ -27,6 +27,18 @@ def _diagnose_replica(evidence, context=None, raw_limit=40):
     return diagnose_replica(evidence, context or {}, raw_limit=int(raw_limit))
 
 
+def diagnose_finding_ids(results):
+    """The ids of every finding of diagnose_replica's results, each once, in the order first found."""
+    if not isinstance(results, (list, tuple)):
+        raise AnsibleFilterError("diagnose_finding_ids expects diagnose_replica results, got %s" % type(results).__name__)
+    ids = []
+    for result in results:
+        for finding in (result or {}).get("findings") or []:
+            if finding.get("id") not in ids:
+                ids.append(finding.get("id"))
+    return ids
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -35,4 +47,5 @@ class FilterModule(object):
             "diagnose_replica_names": replica_names,
             "diagnose_container_facts_json": container_facts_json,
             "diagnose_df": parse_df,
+            "diagnose_finding_ids": diagnose_finding_ids,
         }

@@ -8,6 +8,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.vllm.plugins.module_utils.weights import peer_weights
 
@@ -34,9 +36,31 @@ def weights_peer_module(dest):
     return peer_weights.module_name(dest)
 
 
+# The bookkeeping files of a model directory, which no listing of its model files holds.
+_BOOKKEEPING = re.compile(r"^[.](cache/|llmfleet-weights[.]json$|llmfleet-verified[.]json$)")
+
+
+def weights_listing(files):
+    """Every model file as "relpath:size", sorted, bookkeeping files left out (files: dicts with path and size)."""
+    if not isinstance(files, (list, tuple)):
+        raise AnsibleFilterError("weights_listing expects a list of files, got %s" % type(files).__name__)
+    # Matched on the path: on "path:size" the json names' $ never matched (#38 found it; they were compared).
+    return sorted("%s:%s" % (item.get("path"), item.get("size")) for item in files
+                  if not _BOOKKEEPING.match(str(item.get("path"))))
+
+
+def weights_tried_summary(tried):
+    """The peers a transfer tried and why each fell short, as one line: "host: reason; host: reason"."""
+    if not isinstance(tried, (list, tuple)):
+        raise AnsibleFilterError("weights_tried_summary expects peer_transfer.tried, got %s" % type(tried).__name__)
+    return "; ".join("%s: %s" % (item.get("host"), item.get("reason")) for item in tried)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "weights_peer_schedule": weights_peer_schedule,
             "weights_peer_module": weights_peer_module,
+            "weights_listing": weights_listing,
+            "weights_tried_summary": weights_tried_summary,
         }

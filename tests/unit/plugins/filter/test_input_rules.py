@@ -82,3 +82,25 @@ def test_each_port_another_process_holds_is_one_sentence_naming_the_fix():
 
 def test_no_held_port_says_nothing():
     assert I.held_port_problems([dict(STATE[0], ports=[{"port": 1, "role": "container", "holder": "self"}])], "h") == []
+
+
+# ---- the rules each role's validate.yml hands to preflight (input_check_options) -------------------------------
+
+def test_each_roles_checks_and_secrets_follow_in_the_roles_order_and_other_options_pass_through():
+    flt = FilterModule().filters()["input_check_options"]
+    merged = flt({"vllm_server": {"checks": [{"var": "vllm_server_port_base"}], "env": {"A": "1"},
+                                  "secrets": [{"var": "vllm_server_api_key"}]},
+                  "model_weights": {"checks": [{"var": "model_weights_dir"}], "model_source": {"source": "hf"}},
+                  "verify": {"secrets": [{"var": "verify_api_key"}]}})
+    assert [c["var"] for c in merged["checks"]] == ["vllm_server_port_base", "model_weights_dir"]
+    assert [s["var"] for s in merged["secrets"]] == ["vllm_server_api_key", "verify_api_key"]
+    assert merged["env"] == {"A": "1"} and merged["model_source"] == {"source": "hf"}
+    assert flt({}) == {"checks": [], "secrets": []}
+
+
+def test_an_option_two_roles_give_is_an_error_not_a_silent_choice():
+    flt = FilterModule().filters()["input_check_options"]
+    with pytest.raises(AnsibleFilterError, match="both vllm_server and vllm_image give the option image"):
+        flt({"vllm_server": {"image": {"ref": "a"}}, "vllm_image": {"image": {"ref": "b"}}})
+    with pytest.raises(AnsibleFilterError):
+        flt([{"checks": []}])
