@@ -2,59 +2,105 @@
 # Copyright: (c) 2026, llmfleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""vLLM's memory before the KV cache, from a model's own sizes: weights per GPU and the profile's activation
-peak and CUDA-graph estimate (``gpu_worker.determine_available_memory``).  Pure functions, no I/O.
+"""vLLM's memory before the KV cache, from a model's own sizes: weights per GPU and the profile run's activation
+peak (``gpu_worker.determine_available_memory``).  Pure functions, no I/O.
 
-Measured with vLLM 0.22.0 on 1 x H200 (tests/fixtures/gpu/vllm-h200-arch-2026-12-02, PROBE_JSON lines, 13 runs of
-eight public architectures):
+Each term follows vLLM 0.22.0's own computation (the source lines are named where the term is built) and was checked
+on 1 x H200 against the worker's terms (tests/fixtures/gpu/arch-h200-0.22.0-*, PROBE_JSON lines).  Where vLLM's
+allocation cannot be derived from the model's sizes the term is an upper bound, so the plan errs on the side of less
+KV cache, never more:
 
   weights      the checkpoint's safetensors total (model.safetensors.index.json) when known; else counted from
                config.json: embeddings (+ lm_head unless tied), attention (GQA or MLA), dense MLP / MoE experts /
-               Mamba2 / GDN mixers; BF16 2 B, FP8 1 B, MXFP4 and int4 experts 0.53 B per parameter
-  activation   MoE workspace + max(forward, sampler): the profiling run pushes max_num_batched_tokens B tokens
-               through the model, then samples max_num_seqs S rows (whichever peaks higher; the hidden states and the
-               fused-MoE workspace, which vLLM keeps, stay alive in between)
+               Mamba2 / GDN mixers; BF16 2 B, FP8 1 B, MXFP4 and int4 experts 0.53 B per parameter (MXFP4 experts
+               with both widths rounded up to 256, the most the MoE backends pad them)
+  activation   the profile run (gpu_model_runner.profile_run, 0.22.0 v1/worker/gpu_model_runner.py:6104-6177) pushes
+               max_num_batched_tokens B tokens through the model (_dummy_run), then samples min(max_num_seqs, B) = S
+               rows (_dummy_sampler_run, :5910-5983); the peak is the higher of the two, plus the fused-MoE workspace
+               and the hidden states, which stay allocated in between:
                  workspace = B x top-k x (6 x expert width + 2 x hidden) bytes (none for MXFP4 experts)
-                 forward   = B x (8 x hidden + 6 x widest dense MLP) bytes, eager; x COMPILED_FACTOR compiled
-                 sampler  = min(S, B) x vocab x SAMPLER_BYTES + B x hidden x 2
-               Gated DeltaNet hybrids keep the term measured on Qwen3.5 (planner.py ACTIVATION_FACTOR)
-  CUDA graphs  CUDAGRAPH_BYTES_PER_SIZE x the number of capture sizes (0 with --enforce-eager)
+                 forward   = B x (8 x hidden + 6 x widest dense MLP) bytes, eager and compiled alike
+                 sampler   = S x vocab x (logit dtype + SAMPLER_FP32_COPIES x 4) bytes + the Triton top-k/top-p buffer
+                             + B x hidden x 2 (the model runner V2 copies the logits once: dtype + 4)
+                 + SAMPLER_WORKSPACE_BYTES (not derived: seen 30-52 MiB beside the sampler's tensors)
+  CUDA graphs  per mode (PIECEWISE, FULL) the largest capture's activations + every graph's driver memory
+               (CUDAGRAPH_BYTES_PER_GRAPH, not derived; 0 with --enforce-eager)
 """
 
 from __future__ import annotations
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import MIB
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.vllm_versions import version_at_least
 
-# Sampler: 1024 rows x vocab at 14.7-15.2 bytes an element where the sampler peaks (gemma-3-1b at 2048 and 16384
-# batched tokens, gpt-oss-20b at 4096 and 16384, gemma-2-9b): bf16 logits, their fp32 copy, the top-k/top-p sort
-# (values and int64 indices).
-SAMPLER_BYTES = 14.7
-# vLLM 0.22.0 runs some architectures on its V2 model runner ("Using V2 Model Runner" in the log): Qwen3-1.7B did,
-# and its profiled sampler peaked at 6.3 bytes an element (1.04 GB at 1024 x 151936).  One run: other V2
-# architectures are not measured; the set lists only what was seen.
+# The sampler's dummy run (0.22.0 v1/sample/sampler.py:91 logits.to(float32), :271 temperature in place,
+# v1/sample/ops/topk_topp_sampler.py:129 softmax probs in float32, random_sample's exponential q of the same shape):
+# three float32 copies of the S x vocab logits are alive at its peak beside the model-dtype logits that
+# _dummy_sampler_run keeps.
+SAMPLER_FP32_COPIES = 3
+# The Triton top-k/top-p kernel (rows >= 8; v1/sample/ops/topk_topp_sampler.py:321) caches a float32 buffer of
+# min(rows, SMs) x vocab (topk_topp_triton.py:1019-1025).  148 SMs: the most of the GPUs the catalogue names (B200);
+# H100/H200 have 132.
+TOPK_TOPP_MIN_ROWS = 8
+SM_COUNT_BOUND = 148
+# Not derived: the profile's peak sits 30-52 MiB above the sampler's tensors on every capture where the sampler
+# peaks (cuBLAS / kernel workspaces); 64 MiB is planned.
+SAMPLER_WORKSPACE_BYTES = 64 * MIB
+# The model runner V2 (0.22.0: the default for unquantized dense Qwen3ForCausalLM, vllm/config/vllm.py:69 and
+# :518-532) samples the profile run with one float32 copy of the logits (v1/worker/gpu/sample/sampler.py:133, top-k
+# and top-p skipped, :576-578) and profiles no CUDA-graph memory (v1/worker/gpu/model_runner.py:620-622).
 V2_RUNNER_ARCHITECTURES = ("Qwen3ForCausalLM",)
-SAMPLER_BYTES_V2 = 6.3
-# torch.compile's fused graph peaks at about half the eager forward (Llama-3.1-8B-class dense layers, measured
-# through Qwen1.5-MoE's compiled run: 1.56 vs 3.01 GB).
-COMPILED_FACTOR = 0.52
-# CUDA-graph estimate per capture size: 533 MB / 51 sizes (Llama-3.1-8B), 619 MB / 51 (gpt-oss-20b), 258 MB / 19
-# (Qwen1.5-MoE, max_num_seqs 64): ~10.4-13.6 MB each.
-CUDAGRAPH_BYTES_PER_SIZE = 12 * MIB
-MAX_CAPTURE_SIZE = 512
+V2_SAMPLER_FP32_COPIES = 1
+MXFP4_PAD = 256
 QUANT_BYTES = {"fp8": 1.0, "fbgemm_fp8": 1.0, "compressed-tensors": 1.0, "modelopt": 1.0,
                "mxfp4": 0.53125, "gptq": 0.53125, "awq": 0.53125, "gptq_marlin": 0.53125, "awq_marlin": 0.53125}
+# CUDA graphs.  vLLM 0.22.0 measures its estimate before it sizes the KV cache (v1/worker/gpu_worker.py:402-411,
+# subtracted at :447-451 unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0; 0.28.0 likewise, gpu_worker.py:527-562):
+# gpu_model_runner.profile_cudagraph_memory (:6265-6342) captures, per mode, the largest size and the next one and
+# takes first + (graphs - 1) x second.  The default mode is FULL_AND_PIECEWISE: PIECEWISE graphs for the capture
+# sizes (1, 2, 4, 8..248 step 8, 256.. step 16, up to min(2 x max_num_seqs, 512, max_num_batched_tokens);
+# config/vllm.py:1646-1707; gpt-oss 1024, model_executor/models/config.py:164-168) and FULL graphs for the decode
+# sizes up to max_num_seqs.  The first capture allocates the largest size's activations in a fresh pool
+# (forward_bytes_per_token, the fused-MoE workspace); every further graph costs the driver memory of its kernels and
+# what it keeps of the pool.  Not derived: that cost per graph, 2.0-3.9 MiB in four of the seven 0.22.0 captures on
+# 1 x H200 (LFM2, gpt-oss, Llama 3.1, Nemotron-H) and 6.3-8.1 MiB in three (Qwen3.5 BF16 and FP8, Qwen1.5-MoE with
+# 19 + 11 graphs); planned as CUDAGRAPH_BYTES_PER_GRAPH, which leaves those three under 0.15 GiB short (0.2% of their
+# KV memory) and the rest above vLLM's estimate.
+CUDAGRAPH_BYTES_PER_GRAPH = 6 * MIB
+MAX_CAPTURE_SIZE = 512
+LARGE_CAPTURE_ARCHITECTURES = {"GptOssForCausalLM": 1024}
 
 
-def capture_sizes(max_num_seqs):
-    """vLLM's default CUDA-graph capture sizes: 1, 2, 4, 8..248 step 8, 256.. step 16, up to
-    min(2 x max_num_seqs, 512)."""
-    top = min(2 * max_num_seqs, MAX_CAPTURE_SIZE)
+def capture_sizes(max_num_seqs, batched_tokens=None, architecture=None):
+    """vLLM's default CUDA-graph capture sizes (config/vllm.py:1646-1707): 1, 2, 4, 8..248 step 8, 256.. step 16, up
+    to min(2 x max_num_seqs, 512, max_num_batched_tokens), max_num_batched_tokens added when it is below the top."""
+    top = min(2 * max_num_seqs, LARGE_CAPTURE_ARCHITECTURES.get(architecture, MAX_CAPTURE_SIZE))
+    if batched_tokens:
+        top = min(top, batched_tokens)
     sizes = [s for s in (1, 2, 4) if s <= top] + list(range(8, min(top, 255) + 1, 8)) + list(range(256, top + 1, 16))
-    return len(sizes)
+    if batched_tokens and batched_tokens <= top:
+        sizes.append(batched_tokens)
+    return sorted(set(sizes))
 
 
-def cudagraph_bytes(max_num_seqs, enforce_eager=False):
-    return 0 if enforce_eager else capture_sizes(max_num_seqs) * CUDAGRAPH_BYTES_PER_SIZE
+def cudagraph_bytes(arch, max_num_seqs, enforce_eager=False, batched_tokens=None, vllm_version=None, tp=1):
+    """vLLM's CUDA-graph memory estimate (the comment above CUDAGRAPH_BYTES_PER_GRAPH): per mode (PIECEWISE
+    over the capture sizes, FULL over the decode sizes up to max_num_seqs) the largest size's activations + the
+    driver memory of every graph.  0 with --enforce-eager and on the model runner V2 of 0.22.0 (its
+    profile_cudagraph_memory returns 0, v1/worker/gpu/model_runner.py:620-622)."""
+    if enforce_eager or runs_v2_model_runner(arch, vllm_version):
+        return 0
+    piecewise = capture_sizes(max_num_seqs, batched_tokens, arch.get("architecture"))
+    full = [s for s in piecewise if s <= max_num_seqs]
+    per_token = forward_bytes_per_token(arch, tp) + moe_workspace_bytes_per_token(arch, tp)
+    out = 0
+    for sizes in (piecewise, full):
+        if sizes:
+            out += max(sizes) * per_token + len(sizes) * CUDAGRAPH_BYTES_PER_GRAPH
+    return out
+
+
+def _round_up(n, to):
+    return -(-int(n) // to) * to
 
 
 def _attention_params(arch):
@@ -114,36 +160,73 @@ def weights_from_config(arch, quantization=None):
     q = quantization or arch.get("quant_method")
     per = QUANT_BYTES.get(q, arch["dtype_bytes"]) if q else arch["dtype_bytes"]
     if q == "mxfp4":
-        return int(dense * arch["dtype_bytes"] + experts * per)
+        # the MXFP4 MoE backends round the expert widths up (fused_moe/oracle/mxfp4.py:657-689, 0.22.0: 64 to 256)
+        h, sizes = arch["hidden_size"], arch.get("moe_sizes") or {}
+        inter = sizes.get("intermediate_size") or arch.get("intermediate_size") or 1
+        pad = float(_round_up(h, MXFP4_PAD) * _round_up(inter, MXFP4_PAD)) / (h * inter)
+        return int(dense * arch["dtype_bytes"] + experts * per * pad)
     embeddings = arch["vocab_size"] * arch["hidden_size"] * (1 if arch.get("tie_word_embeddings") else 2)
     return int(embeddings * arch["dtype_bytes"] + (dense - embeddings + experts) * per)
 
 
-def moe_workspace_bytes_per_token(arch):
-    """The fused-MoE kernel's workspace per batched token: top-k x (gate_up 2I + activation I + output H) x 2 bytes.
-    vLLM keeps it allocated, so it adds to whichever of forward and sampler peaks (Mixtral-8x7B: 3.09 GB planned,
-    3.59 GB measured in all at 16384 tokens).  MXFP4 experts (gpt-oss) run another kernel: no such workspace seen."""
+def moe_workspace_bytes_per_token(arch, tp=1):
+    """The fused-MoE kernel's workspace per batched token: top-k x (gate_up 2I + activation I + output H) x 2 bytes,
+    the expert width I split over the t GPUs of a TP group.  vLLM keeps it allocated, so it adds to whichever of
+    forward and sampler peaks (Mixtral-8x7B: 3.09 GB planned, 3.59 GB measured in all at 16384 tokens).  MXFP4
+    experts (gpt-oss) run another kernel: no such workspace seen."""
     moe, sizes = arch.get("moe"), arch.get("moe_sizes")
     if not (moe and sizes) or arch.get("quant_method") == "mxfp4":
         return 0
-    return moe["experts_per_token"] * (6 * sizes["intermediate_size"] + 2 * arch["hidden_size"])
+    return moe["experts_per_token"] * (6 * sizes["intermediate_size"] // tp + 2 * arch["hidden_size"])
 
 
-def forward_bytes_per_token(arch):
-    """The eager forward pass's peak per batched token outside the MoE workspace: the residual stream and the widest
-    dense MLP (a MoE model's shared expert or its dense first layers)."""
+def forward_bytes_per_token(arch, tp=1):
+    """The forward pass's peak per batched token outside the MoE workspace: the residual stream (8 x hidden bytes)
+    and the widest dense MLP, whose gate_up output (2 x I x 2 B) and activation (I x 2 B) are alive together; the
+    MLP is column-parallel, so a GPU of a TP group of t holds I / t of it (a MoE model's widest MLP is its shared
+    expert or its dense first layers)."""
     h = arch["hidden_size"]
     sizes = arch.get("moe_sizes")
     widest = arch.get("intermediate_size") or 0
     if arch.get("moe") and sizes:
         widest = max(sizes["shared_intermediate_size"], widest if sizes["dense_layers"] else 0)
-    return 8 * h + 6 * widest
+    return 8 * h + 6 * widest // tp
 
 
-def activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager=False):
-    """vLLM's profiled activation peak (the model's own sizes; not for GDN hybrids, see the module docstring)."""
-    forward = batched_tokens * forward_bytes_per_token(arch) * (1 if enforce_eager else COMPILED_FACTOR)
-    per = SAMPLER_BYTES_V2 if arch.get("architecture") in V2_RUNNER_ARCHITECTURES else SAMPLER_BYTES
-    sampler = min(max_num_seqs, batched_tokens) * arch["vocab_size"] * per
-    sampler += batched_tokens * arch["hidden_size"] * 2
-    return int(batched_tokens * moe_workspace_bytes_per_token(arch) + max(forward, sampler))
+def runs_v2_model_runner(arch, vllm_version=None):
+    """Whether vLLM runs this model on its model runner V2 with the smaller profile terms: 0.22.x only (unquantized,
+    dense, a listed architecture).  Other releases list other architectures, not read here: planned on the V1
+    runner's larger terms."""
+    return (bool(vllm_version) and version_at_least(vllm_version, "0.22.0")
+            and not version_at_least(vllm_version, "0.23.0")
+            and arch.get("architecture") in V2_RUNNER_ARCHITECTURES and not arch.get("moe")
+            and not arch.get("quant_method"))
+
+
+def sampler_bytes(arch, rows, vllm_version=None):
+    """The dummy sampler's peak over ``rows`` x vocab logits (see SAMPLER_FP32_COPIES / V2_SAMPLER_FP32_COPIES)."""
+    v2 = runs_v2_model_runner(arch, vllm_version)
+    per = arch["dtype_bytes"] + 4 * (V2_SAMPLER_FP32_COPIES if v2 else SAMPLER_FP32_COPIES)
+    out = rows * arch["vocab_size"] * per
+    if not v2 and rows >= TOPK_TOPP_MIN_ROWS:
+        out += min(rows, SM_COUNT_BOUND) * arch["vocab_size"] * 4
+    return out
+
+
+def activation_bytes(arch, batched_tokens, max_num_seqs, vllm_version=None, tp=1):
+    """vLLM's profiled activation peak (the module docstring): MoE workspace + max(forward, sampler) + the hidden
+    states + SAMPLER_WORKSPACE_BYTES.  torch.compile runs the same GEMMs as eager mode, and the MLP's gate_up output
+    and its activation are alive together in both, so eager and compiled runs peak alike."""
+    return int(activation_terms(arch, batched_tokens, max_num_seqs, vllm_version, tp)["total"])
+
+
+def activation_terms(arch, batched_tokens, max_num_seqs, vllm_version=None, tp=1):
+    """The activation peak's parts on one GPU of a TP group of ``tp`` (bytes): workspace, forward, sampler (the
+    full vocabulary: vLLM gathers the logits on every rank), hidden, allowance, total."""
+    forward = batched_tokens * forward_bytes_per_token(arch, tp)
+    sampler = sampler_bytes(arch, min(max_num_seqs, batched_tokens), vllm_version)
+    hidden = batched_tokens * arch["hidden_size"] * 2
+    workspace = batched_tokens * moe_workspace_bytes_per_token(arch, tp)
+    total = workspace + max(forward, sampler) + hidden + SAMPLER_WORKSPACE_BYTES
+    return dict(workspace=workspace, forward=forward, sampler=sampler, hidden=hidden,
+                allowance=SAMPLER_WORKSPACE_BYTES, total=total)

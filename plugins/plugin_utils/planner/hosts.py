@@ -14,7 +14,7 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_searc
     _expert_parallel, _pack_nvlink, _pack_pcie, _usable_gpus, _worst_link, tp_allowed)
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import TP_SIZES
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.features import resolve_features
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.features import feature_context, resolve_features
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.planner import (
     _full_seqs, _layout_reason, _memory_for, _round_conc, _weights_loaded, engine_args, gib, kv_layout)
 
@@ -116,7 +116,7 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
     layout = e["layout"]
     ep = _expert_parallel(arch, dict(t=t, nvlink=opt["nvlink"]), ep_forced, reasons)
     enabled, freasons = resolve_features(profile, objective, features,
-                                         {"expert_parallel": ep, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
+                                         feature_context(arch, ep, opts.get("vllm_version")))
     reasons.extend(freasons)
     _explain_hosts(reasons, arch, profile, single, host_list, best, max_model_len)
     args = engine_args(e, t, util, max_model_len, ep, kv_cache_dtype, profile, enabled, pp=n)

@@ -30,8 +30,10 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.vllm_version
 DEFAULT_BLOCK_SIZE = 16
 KERNEL_BLOCK_ALIGNMENT = 16
 GROUP_SIZE_SLACK = 1.5
-# The first release whose MambaModelConfig always defaults to 'align' (0.22.0 still picks 'all' where supported).
-ALIGN_ONLY_SINCE = "0.32.0"
+# The first release read whose MambaModelConfig always defaults to 'align': 0.28.0 (vllm/model_executor/models/
+# config.py:602-604; 0.32.0 :685-687); 0.22.0 still picks 'all' where supported (:350-354).  A release between them,
+# not read, is planned as 0.22.0: 'all' holds more state blocks per sequence, never more sequences than vLLM.
+ALIGN_ONLY_SINCE = "0.28.0"
 
 
 def attention_page_per_token(arch, tp, kv_dtype_bytes):
@@ -68,7 +70,7 @@ def block_size_for(page_1, state_page, block_size=None, mamba_chunk=None):
 def mamba_cache_mode(arch, prefix_caching, vllm_version=None):
     """vLLM's mamba cache mode: 'none' without prefix caching; with it 'all' (a state block per block of the
     sequence) for the model classes that support Mamba prefix caching, else 'align' (MambaModelConfig of 0.22.0);
-    'align' for every model from 0.32.0 on.  An unknown version is planned as 0.22.0, the GPU-proven release."""
+    'align' for every model from 0.28.0 on.  An unknown version is planned as 0.22.0, the GPU-proven release."""
     if not prefix_caching:
         return "none"
     if vllm_version and version_at_least(vllm_version, ALIGN_ONLY_SINCE):

@@ -31,6 +31,7 @@ import re
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engine_memory, model_arch
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import KVSpecError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.features import VLLM_DEFAULT
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layer_specs import attention_layers, state_layers
 
 DTYPE_BYTES = {
@@ -240,8 +241,11 @@ def validate_profile(p, where="profile"):
         if isinstance(d, dict):
             if set(d) != set(OBJECTIVES) or not all(isinstance(v, bool) for v in d.values()):
                 raise ProfileError("%s: default must be a bool or {throughput: bool, latency: bool}" % fw)
-        elif not isinstance(d, bool):
-            raise ProfileError("%s: default must be a bool or {throughput: bool, latency: bool}" % fw)
+        elif d == VLLM_DEFAULT and name != "prefix_caching":
+            raise ProfileError("%s: default %r (vLLM's own) exists for prefix_caching only" % (fw, VLLM_DEFAULT))
+        elif not isinstance(d, bool) and d != VLLM_DEFAULT:
+            raise ProfileError("%s: default must be a bool, {throughput: bool, latency: bool} or %r (vLLM's own)"
+                               % (fw, VLLM_DEFAULT))
         for key in ("args_on", "args_off"):
             args = f.get(key) or {}
             if not isinstance(args, dict):
@@ -328,10 +332,11 @@ def load_profiles(directory, bases=None):
 
 def generic_features():
     """The engine options vLLM offers every model, as profile features: what a repo id without a profile file is
-    planned with.  Prefix caching is vLLM's default (on) unless the user turns it off; enforce-eager is a debug
-    switch.  A profile adds what only a person knows (parsers, MTP, chat-template fixes)."""
+    planned with.  Prefix caching follows vLLM's own default for the model and the vLLM version
+    (plan_features.vllm_prefix_caching_default) unless the user sets it; enforce-eager is a debug switch.  A profile
+    adds what only a person knows (parsers, MTP, chat-template fixes)."""
     return {
-        "prefix_caching": {"default": True, "args_on": {"enable-prefix-caching": True},
+        "prefix_caching": {"default": VLLM_DEFAULT, "args_on": {"enable-prefix-caching": True},
                            "args_off": {"enable-prefix-caching": False}},
         "enforce_eager": {"default": False, "args_on": {"enforce-eager": True}},
     }

@@ -16,9 +16,9 @@ Memory profile, per GPU of a tensor-parallel (TP) group of t GPUs (vLLM's ``dete
   available   = requested - weights / t - non-torch memory - activation peak - CUDA-graph estimate
                 ("Available KV cache memory" in the log)
   non-torch   = NON_TORCH_BYTES (+ NON_TORCH_TP_BYTES when t > 1: NCCL and custom all-reduce buffers)
-  activation  = max_num_batched_tokens x hidden x 2 B x ACTIVATION_FACTOR
-                + max_num_seqs x vocab x SAMPLER_BYTES (the profiling run's dummy sampler over max_num_seqs rows)
-  CUDA graphs = CUDAGRAPH_BYTES (0 with enforce-eager)
+  activation  = the profile run's peak from the model's own sizes (engine_memory.activation_bytes: the dummy
+                forward over max_num_batched_tokens, the dummy sampler over max_num_seqs rows, the MoE workspace)
+  CUDA graphs = vLLM's CUDA-graph memory estimate (engine_memory.cudagraph_bytes; 0 with enforce-eager)
 
 KV cache pool (vLLM's ``_align_hybrid_block_size``, ``_get_kv_cache_groups_uniform_page_size``,
 ``get_kv_cache_config_from_groups``, ``get_max_concurrency_for_kv_cache_config``):
@@ -61,17 +61,14 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.vllm_version
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.reasons import (  # pylint: disable=unused-import
     _has_fp8, _layout_reason, _memory_reasons, _window_reason)
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.features import (
-    _eager, _prefix_caching_on, _speculative_tokens, feature_args, resolve_features)
+    _eager, _prefix_caching_on, _speculative_tokens, feature_args, feature_context, prefix_caching_reason,
+    resolve_features)
 
-# The memory-profile terms, measured with vLLM 0.22.0 on 1 x H200 (tests/fixtures/vllm-h200, the PROBE lines):
-# non-torch 252-256 MiB at TP1; activation peak 1,627,212,800 B at 8192 batched tokens / 256 sequences (BF16
-# and FP8 alike) and 4,874,938,368 B at 16384 / 1024 (eager): the two terms below reproduce both within 2%;
-# CUDA-graph estimate 0.57 GiB (BF16) / 0.70 GiB (FP8).  The TP>1 term is not measured: a conservative guess.
+# torch's non-torch memory that grows during the profile (CUDA context, cuBLAS handles, loaded kernels): not derivable
+# from the model; measured 0.22-0.24 GiB with vLLM 0.22.0 on 1 x H200 (tests/fixtures/gpu/arch-h200-*, PROBE lines),
+# planned as 256 MiB.  The TP>1 term is not measured: a conservative guess.
 NON_TORCH_BYTES = 256 * MIB
 NON_TORCH_TP_BYTES = 512 * MIB
-ACTIVATION_FACTOR = 26
-SAMPLER_BYTES = 12
-CUDAGRAPH_BYTES = int(0.7 * GIB)
 # nvidia-smi's memory.total includes what the driver reserves: CUDA sees total - reserved.  The H200 capture
 # (tests/fixtures/gpu/device-h200x1-2026-11-30, nvidia-smi -q: total 143771 MiB, reserved 616 MiB; torch
 # total_memory 139.8 GiB in the vLLM log) is the one measured here; the catalogue carries published ones (0.4% to
@@ -141,24 +138,19 @@ def default_batched_tokens(memory_bytes):
     return BATCHED_TOKENS_LARGE if memory_bytes >= 70 * GIB else BATCHED_TOKENS_SMALL
 
 
-def overhead_bytes(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False):
+def overhead_bytes(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False,
+                   vllm_version=None):
     """vLLM's non-weight, non-KV memory on one GPU: non-torch + activation peak + CUDA-graph estimate."""
-    return sum(overhead_terms(arch, tp, max_num_seqs, batched_tokens, enforce_eager).values())
+    return sum(overhead_terms(arch, tp, max_num_seqs, batched_tokens, enforce_eager, vllm_version).values())
 
 
-def overhead_terms(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False):
-    """non-torch + activation peak + CUDA-graph estimate on one GPU.  Gated DeltaNet hybrids keep the terms
-    measured on Qwen3.5 (ACTIVATION_FACTOR, SAMPLER_BYTES, CUDAGRAPH_BYTES); every other model gets
-    engine_memory's, from its own sizes."""
+def overhead_terms(arch, tp, max_num_seqs, batched_tokens=BATCHED_TOKENS_LARGE, enforce_eager=False,
+                   vllm_version=None):
+    """non-torch + activation peak + CUDA-graph estimate on one GPU (engine_memory, from the model's own sizes)."""
     non_torch = NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0)
-    if arch.get("linear_attention") and arch["linear_attention_layers"]:
-        return dict(non_torch=non_torch,
-                    activation=batched_tokens * arch["hidden_size"] * 2 * ACTIVATION_FACTOR
-                    + max_num_seqs * arch["vocab_size"] * SAMPLER_BYTES,
-                    cudagraph=0 if enforce_eager else CUDAGRAPH_BYTES)
     return dict(non_torch=non_torch,
-                activation=EM.activation_bytes(arch, batched_tokens, max_num_seqs, enforce_eager),
-                cudagraph=EM.cudagraph_bytes(max_num_seqs, enforce_eager))
+                activation=EM.activation_bytes(arch, batched_tokens, max_num_seqs, vllm_version, tp),
+                cudagraph=EM.cudagraph_bytes(arch, max_num_seqs, enforce_eager, batched_tokens, vllm_version, tp))
 
 
 def cuda_total_bytes(gpu):
@@ -205,7 +197,7 @@ def _memory_for(arch, profile, group, gpus, t, util, max_model_len, max_num_seqs
         else:
             batched = layout.block_size
     seqs_for_profile = max_num_seqs or DEFAULT_MAX_NUM_SEQS[objective]
-    terms = overhead_terms(arch, t, seqs_for_profile, batched, opts["enforce_eager"])
+    terms = overhead_terms(arch, t, seqs_for_profile, batched, opts["enforce_eager"], opts.get("vllm_version"))
     over = sum(terms.values())
     avail = requested - w_rank - over
     r = _capacity_eval(avail, layout, max_model_len, max_num_seqs, objective, dict(
@@ -292,8 +284,9 @@ def plan(gpu_facts, profile, objective="throughput", max_model_len=None, max_num
 
     # Features that change memory or the KV layout (MTP, text-only, prefix caching, eager) are settled first;
     # expert-parallel-dependent ones later.
-    opts = _layout_options(profile, objective, features, kv_dtype_bytes)
+    opts = _layout_options(profile, objective, features, kv_dtype_bytes, vllm_version)
     opts.update(hybrid_manager=hybrid_manager, vllm_version=vllm_version)
+    reasons.insert(0, prefix_caching_reason(profile, objective, features, opts["prefix_caching"], arch, vllm_version))
 
     if accelerator == "cpu":
         result = _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_cache_memory_bytes,
@@ -383,16 +376,15 @@ def _kv_reasons(arch, kv_dtype_bytes, kv_full, hybrid, kv_cache_dtype):
     return reasons
 
 
-def _layout_options(profile, objective, features, kv_dtype_bytes):
+def _layout_options(profile, objective, features, kv_dtype_bytes, vllm_version=None):
     """The feature-dependent inputs of the memory model and the KV layout (MTP, text-only, eager, prefix
     caching), settled before expert parallelism is known."""
     arch = profile["arch"]
-    pre, _unused = resolve_features(profile, objective, features,
-                                    {"expert_parallel": True, "hybrid": arch["linear_attention_layers"] > 0,
-                                     "mtp_layers": arch["mtp_layers"]})
+    context = feature_context(arch, True, vllm_version)
+    pre, _unused = resolve_features(profile, objective, features, context)
     mtp_on = pre.get("mtp", False)
     return dict(mtp_on=mtp_on, text_only=pre.get("text_only", False), enforce_eager=_eager(profile, pre),
-                prefix_caching=_prefix_caching_on(profile, pre),
+                prefix_caching=_prefix_caching_on(profile, pre, context["vllm_defaults"]["prefix_caching"]),
                 num_speculative_tokens=_speculative_tokens(profile, pre) if mtp_on else 0,
                 mtp_layers=arch["mtp_layers"] if mtp_on else 0, kv_dtype_bytes=kv_dtype_bytes)
 
@@ -404,7 +396,7 @@ def layout_for(profile, tensor_parallel_size=1, features=None, kv_cache_dtype="a
     suggestion its pool size (``block_size`` "cpu")."""
     arch = profile["arch"]
     kvb = arch["dtype_bytes"] if kv_cache_dtype == "auto" else DTYPE_BYTES[kv_cache_dtype]
-    o = _layout_options(profile, objective, features, kvb)
+    o = _layout_options(profile, objective, features, kvb, vllm_version)
     return kv_layout(arch, tensor_parallel_size, kvb, o["mtp_layers"], o["num_speculative_tokens"],
                      o["prefix_caching"], block_size=block_size, hybrid_manager=hybrid_manager,
                      vllm_version=vllm_version)
@@ -417,8 +409,7 @@ def _plan_cpu(arch, profile, objective, max_model_len, max_num_seqs, kv_budget, 
                         "from --kv-cache-memory-bytes), e.g. 67108864 for 64 MiB")
     kv_budget = int(kv_budget)
     enabled, freasons = resolve_features(profile, objective, features,
-                                         {"expert_parallel": False, "hybrid": hybrid,
-                                          "mtp_layers": arch["mtp_layers"]})
+                                         feature_context(arch, False, opts.get("vllm_version")))
     reasons.extend(freasons)
     layout = kv_layout(arch, 1, opts["kv_dtype_bytes"], opts["mtp_layers"], opts["num_speculative_tokens"],
                        opts["prefix_caching"], block_size="cpu", hybrid_manager=opts.get("hybrid_manager"),
@@ -490,7 +481,7 @@ def _plan_gpu(arch, profile, objective, max_model_len, max_num_seqs, util, gpu_f
     ep = _expert_parallel(arch, chosen, ep_forced, reasons)
 
     enabled, freasons = resolve_features(profile, objective, features,
-                                         {"expert_parallel": ep, "hybrid": hybrid, "mtp_layers": arch["mtp_layers"]})
+                                         feature_context(arch, ep, opts.get("vllm_version")))
     reasons.extend(freasons)
 
     used = sorted(i for g in groups for i in g)

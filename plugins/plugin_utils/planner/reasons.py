@@ -7,7 +7,9 @@ allocator's groups and pages, sliding / chunked windows, and what is not loaded.
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import gib
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engine_memory as EM
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import MIB, gib
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.vllm_versions import version_at_least
 
 
 def _layout_reason(layout, t):
@@ -61,6 +63,21 @@ def _has_fp8(gpu):
         return True  # unknown: say nothing
 
 
+def _underived_terms_reason(terms, opts):
+    """Which memory terms are bounds rather than vLLM's own computation, and for which vLLM release they were
+    checked on a GPU (issue #40: where unsure, the plan errs on the side of less KV cache)."""
+    parts = ["non-torch memory %d MiB" % (terms.get("non_torch", 0) // MIB),
+             "a %d MiB workspace allowance in the activation peak" % (EM.SAMPLER_WORKSPACE_BYTES // MIB)]
+    if terms.get("cudagraph"):
+        parts.append("%d MiB of driver memory per captured CUDA graph" % (EM.CUDAGRAPH_BYTES_PER_GRAPH // MIB))
+    version = opts.get("vllm_version")
+    checked = "vLLM 0.22.0" if version is None else (
+        "vLLM 0.22.0 (this plan is for %s, whose profile was read but not measured)" % version
+        if not version_at_least(version, "0.22.0") or version_at_least(version, "0.23.0") else "this release")
+    return ("Not derived from the model, so planned as upper bounds (less KV cache, never more): %s; the memory "
+            "terms were checked on GPU runs of %s." % (", ".join(parts), checked))
+
+
 def _memory_reasons(e, profile, opts, util, t, hybrid, used_gpus, reasons):
     """The plan's memory story: vLLM's profile terms per GPU, the KV layout, and what is not loaded."""
     layout = e["layout"]
@@ -72,6 +89,7 @@ def _memory_reasons(e, profile, opts, util, t, hybrid, used_gpus, reasons):
             gib(e["weights_bytes_per_gpu"]), " (1/%d of %s)" % (t, gib(e["weights_bytes"])) if t > 1 else "",
             gib(ot.get("non_torch", 0)), gib(ot.get("activation", 0)), gib(ot.get("cudagraph", 0)),
             gib(max(0, e["available_bytes_per_gpu"])), " (KV and linear-attention state)" if hybrid else ""))
+    reasons.append(_underived_terms_reason(ot, opts))
     lr = _layout_reason(layout, t)
     if lr:
         reasons.append(lr)

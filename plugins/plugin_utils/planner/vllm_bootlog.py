@@ -262,6 +262,7 @@ def replay(boot, profile, gpu_facts=None):
                "kv_tokens": c["kv_tokens"], "block_size": layout.block_size}
     plan = None
     if gpu_facts is not None:
+        kw.setdefault("vllm_version", boot.get("vllm_version"))
         plan = P.plan(gpu_facts, profile, tensor_parallel_size=tp, replicas=1, **kw)
         cmp_ = compare_with_plan(boot, plan)
     else:
