@@ -20,13 +20,7 @@ for p in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manyli
 
 mkdir -p "$WHEELS/deps" "$DEST/kit/argv"
 whl=$WHEELS/vllm-$VLLM_VERSION-cp38-abi3-manylinux_2_28_x86_64.whl
-if [ ! -e "$WHEELS/vllm-trim.whl" ]; then
-  [ -e "$whl" ] || python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$WHEELS" "vllm==$VLLM_VERSION"
-  cp "$whl" "$WHEELS/vllm-trim.whl"
-  # Not used on Hopper (FlashAttention 2, FlashMLA), the Rust front end, DeepGEMM for other Pythons: 261 -> 165 MB.
-  zip -q -d "$WHEELS/vllm-trim.whl" vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so vllm/vllm-rs vllm/_flashmla_C.abi3.so \
-    'vllm/third_party/deep_gemm/_C.cpython-31[0134]-x86_64-linux-gnu.so'
-fi
+"$top/tests/device/trim_vllm_wheel.sh" "$WHEELS" "$VLLM_VERSION"
 if [ -z "$(ls "$WHEELS/deps" 2>/dev/null)" ]; then
   # vLLM's requirements less what the machine's image has (torch 2.11, triton, transformers, numpy, ...) and
   # less the kernels it does not need there (flashinfer, deep_gemm, cutlass-dsl, tilelang, humming, ...).

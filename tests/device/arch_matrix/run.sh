@@ -4,7 +4,7 @@
 #   run.sh receive N      copy the staged part N (.cache/archstage/pN/*, or $KIT) to $STAGE/parts
 #   run.sh start          join + install (as run_vllm_engine.sh start, without its cases), then `all` detached
 #   run.sh wait S         wait up to S s; logs to $OUT/logs.tgz
-#   run.sh all            every case of cases.json, one engine at a time, log $STAGE/logs/<case>.log
+#   run.sh all            every case of cases.json (ONLY: a subset), one engine at a time, log $STAGE/logs/<case>.log
 set -u -o pipefail
 STAGE=${STAGE:-/root/stage}
 KIT=${KIT:-.cache/archstage}
@@ -70,8 +70,15 @@ case ${1:-} in
     [ -e "$LOGS/ALL_DONE" ] && echo ALL_DONE ;;
   all)
     note "all: begin"
-    for c in $("$PY" -c 'import json,sys; print(" ".join(x["case"] for x in json.load(open(sys.argv[1]))["cases"]))' "$STAGE/kit/cases.json"); do
-      [ -n "${ONLY:-}" ] && case " $ONLY " in *" $c "*) ;; *) continue ;; esac
+    # ONLY="case ...": those cases; ONLY=lent: the cases whose "gpu" names the GPU that came (nvidia-smi's name),
+    # in cases.json's order, so one staged kit serves whichever card is lent and the first cases are the ones to keep.
+    lent=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+    for c in $("$PY" -c 'import json,sys
+cases = json.load(open(sys.argv[1]))["cases"]
+if sys.argv[3] == "lent":
+    cases = [x for x in cases if x.get("gpu") and x["gpu"] in sys.argv[2].split()]
+print(" ".join(x["case"] for x in cases))' "$STAGE/kit/cases.json" "$lent" "${ONLY:-}"); do
+      [ -n "${ONLY:-}" ] && [ "$ONLY" != lent ] && case " $ONLY " in *" $c "*) ;; *) continue ;; esac
       one "$c"
     done
     note "all: done"; touch "$LOGS/ALL_DONE" ;;

@@ -2,20 +2,21 @@
 # Stage the architecture matrix for the lent GPU machine (run HERE, from the repository root):
 #   tests/device/arch_matrix/stage.sh DEST [WHEELS]
 # DEST    a folder inside the checkout the device tool sends, ignored by git (e.g. .cache/archstage), named in carry
-# WHEELS  the trimmed vLLM 0.22.0 wheel + dependency wheels that tests/device/stage_vllm_engine.sh downloads
-#         (default .cache/vllm-wheels; run that script once first)
+# WHEELS  the vLLM 0.22.0 wheel (trimmed here if not yet) + dependency wheels that tests/device/stage_vllm_engine.sh
+#         downloads (default .cache/vllm-wheels; run that script once first)
 # Writes DEST/kit (run.sh, driver.py, cases.json, vllm_engine_driver.py, configs/) and DEST/p1..p4 (the wheels in
 # parts of < 64 MiB).  Then, each call within 30 s of the last (tests/device/README.md):
 #   run carry [DEST/kit, DEST/p1]  KIT=DEST bash DEST/kit/run.sh receive 1      (2, 3 likewise)
-#   run carry [DEST/kit, DEST/p4]  KIT=DEST bash DEST/kit/run.sh receive 4 && KIT=DEST bash DEST/kit/run.sh start \
+#   run carry [DEST/kit, DEST/p4]  KIT=DEST bash DEST/kit/run.sh receive 4 && ONLY=lent KIT=DEST bash DEST/kit/run.sh start \
 #                                   && bash /root/stage/kit/run.sh wait 540
 #   run carry [DEST/kit]           bash /root/stage/kit/run.sh wait 540         (until ALL_DONE)
 set -eu -o pipefail
 top=$(cd "$(dirname "$0")/../../.." && pwd)
 DEST=${1:?usage: stage.sh DEST [WHEELS]}
 WHEELS=${2:-$top/.cache/vllm-wheels}
-[ -e "$WHEELS/vllm-trim.whl" ] && [ -n "$(ls "$WHEELS/deps" 2>/dev/null)" ] || {
-  echo "no trimmed wheel / deps in $WHEELS: run tests/device/stage_vllm_engine.sh first" >&2; exit 2; }
+[ -n "$(ls "$WHEELS/deps" 2>/dev/null)" ] || {
+  echo "no dependency wheels in $WHEELS/deps: run tests/device/stage_vllm_engine.sh first" >&2; exit 2; }
+"$top/tests/device/trim_vllm_wheel.sh" "$WHEELS" 0.22.0
 mkdir -p "$DEST/kit/configs" "$WHEELS/tar/wheels"
 cp "$top"/tests/device/arch_matrix/{run.sh,driver.py,cases.json} "$top/tests/device/vllm_engine_driver.py" "$DEST/kit/"
 cp "$top"/tests/fixtures/model_configs/*.json "$DEST/kit/configs/"
