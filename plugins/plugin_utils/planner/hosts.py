@@ -15,8 +15,9 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_searc
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import TP_SIZES
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.features import feature_context, resolve_features
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.capacity import _memory_for, _weights_loaded, kv_layout
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.planner import (
-    _full_seqs, _layout_reason, _memory_for, _round_conc, _weights_loaded, engine_args, gib, kv_layout)
+    _full_seqs, _layout_reason, _round_conc, engine_args, gib)
 
 
 def _host_memory(facts):
@@ -113,7 +114,6 @@ def _plan_hosts(arch, profile, objective, max_model_len, max_num_seqs, util, hos
         return single
     n, opt, stages, e = best
     t = opt["t"]
-    layout = e["layout"]
     ep = _expert_parallel(arch, dict(t=t, nvlink=opt["nvlink"]), ep_forced, reasons)
     enabled, freasons = resolve_features(profile, objective, features,
                                          feature_context(arch, ep, opts.get("vllm_version")))

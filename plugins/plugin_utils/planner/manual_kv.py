@@ -24,7 +24,7 @@ not checked against the heads, and the features beyond prefix caching / eager ca
 from __future__ import annotations
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.planner import cuda_total_bytes
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.capacity import cuda_total_bytes
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import TP_SIZES
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import GIB

@@ -35,6 +35,7 @@ import math
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import instance_name
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import TP_SIZES
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import GIB
@@ -84,7 +85,7 @@ class _Host:
     def utilization(self, gpus, share, shared):
         """gpu_memory_utilization of an instance with ``share`` of the budget on ``gpus`` (less the CUDA context
         headroom when it shares them)."""
-        total = min(P.cuda_total_bytes(self.gpus[i]) for i in gpus)
+        total = min(CAP.cuda_total_bytes(self.gpus[i]) for i in gpus)
         return share * self.budget - (self.headroom / float(total) if shared else 0.0)
 
     def plan(self, entry, gpus, tp, share=1.0, shared=False, alternatives=False):
@@ -283,7 +284,7 @@ def _refusal(host, entry, why, index, room=None):
     need, _plan = _min_share(host, entry, min(host.gpus)) if int(entry.get("tensor_parallel_size") or 1) == 1 \
         else (None, None)
     gpu0 = host.gpus[min(host.gpus)]
-    budget = P.cuda_total_bytes(gpu0) * host.budget
+    budget = CAP.cuda_total_bytes(gpu0) * host.budget
     if need is not None:
         has = "the most any GPU has left is" if room is None else "its gpu_share is"
         short = "as a co-tenant of one GPU it needs %.1f GiB (%.2f of a GPU's budget); %s %.1f GiB: short by " \
@@ -406,7 +407,7 @@ def _result(host, problems, one_model=False):
         started.append(inst)
     gpus = []
     for i in sorted(host.gpus):
-        budget = int(P.cuda_total_bytes(host.gpus[i]) * host.budget)
+        budget = int(CAP.cuda_total_bytes(host.gpus[i]) * host.budget)
         tenants = [dict(instance=t["instance"], model=t["model"], share=round(t["share"], 4),
                         bytes=int(t["share"] * budget)) for t in host.tenants[i]]
         gpus.append(dict(index=i, name=host.gpus[i].get("name"), budget_bytes=budget, tenants=tenants,

@@ -34,9 +34,10 @@ def _cpu_kv_budget(profile, inputs):
     """The CPU engine's KV cache that holds one max_model_len request: the failed plan's layout (rebuilt: its
     kv_cache_layout fact is plain data) x the blocks a request takes."""
     from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
     lay = P.layout_for(profile, 1, inputs["features"], inputs["kv_cache_dtype"], inputs["objective"],
                        inputs.get("hybrid_manager"), inputs.get("vllm_version"), block_size="cpu")
-    need = P.blocks_per_request(lay, inputs["max_model_len"]) * lay.page_bytes * lay.group_size
+    need = CAP.blocks_per_request(lay, inputs["max_model_len"]) * lay.page_bytes * lay.group_size
     return {"set": {"kv_cache_memory_bytes": need},
             "text": "Give the CPU engine at least %d bytes of KV cache (--kv-cache-memory-bytes)." % need}
 

@@ -92,42 +92,60 @@ def parse_boot_log(text):
     avail = []
     for raw in (text or "").splitlines():
         line = raw.rstrip()
-        m = _ENGINE.search(line)
-        if m and "engine" not in out:
-            out["engine"] = _engine_config(m.group(1))
-        m = _NON_DEFAULT.search(line)
-        if m and "args" not in out:
-            try:
-                out["args"] = ast.literal_eval(m.group(1))
-            except (ValueError, SyntaxError):
-                pass
-        m = _PROBE.search(line)
-        if m and "probe" not in out:
-            try:
-                out["probe"] = json.loads(m.group(1))
-            except ValueError:
-                pass
-        for key, pat in _PATTERNS.items():
-            m = pat.search(line)
-            if not m:
-                continue
-            if key == "available_kv_cache_gib":
-                avail.append(_num(m.group(1)))
-            elif key == "max_concurrency":
-                out.setdefault("max_concurrency_len", _num(m.group(1)))
-                out.setdefault("max_concurrency", float(_num(m.group(2))))
-            elif key in ("vllm_version", "mamba_cache_mode"):
-                out.setdefault(key, m.group(1))
-            elif key == "device_name":
-                out.setdefault(key, m.group(1).replace("_", " "))
-            else:
-                out.setdefault(key, _num(m.group(1)))
+        _read_structured(line, out)
+        _read_values(line, out, avail)
     if avail:
         out["available_kv_cache_gib"] = min(avail)
         out["available_kv_cache_bytes"] = int(round(min(avail) * GIB))
     probe = out.get("probe") or {}
     if isinstance(probe.get("available_kv_cache_memory_bytes"), int):
         out["available_kv_cache_bytes"] = probe["available_kv_cache_memory_bytes"]
+    _settle_limits(out, probe)
+    out["complete"] = "kv_cache_tokens" in out and "max_concurrency" in out
+    return out
+
+
+def _read_structured(line, out):
+    """The engine config line, the non-default args and the harness's probe: the first of each."""
+    m = _ENGINE.search(line)
+    if m and "engine" not in out:
+        out["engine"] = _engine_config(m.group(1))
+    m = _NON_DEFAULT.search(line)
+    if m and "args" not in out:
+        try:
+            out["args"] = ast.literal_eval(m.group(1))
+        except (ValueError, SyntaxError):
+            pass
+    m = _PROBE.search(line)
+    if m and "probe" not in out:
+        try:
+            out["probe"] = json.loads(m.group(1))
+        except ValueError:
+            pass
+
+
+def _read_values(line, out, avail):
+    """The numbers and names _PATTERNS find (the first of each; every rank's available KV memory into avail)."""
+    for key, pat in _PATTERNS.items():
+        m = pat.search(line)
+        if not m:
+            continue
+        if key == "available_kv_cache_gib":
+            avail.append(_num(m.group(1)))
+        elif key == "max_concurrency":
+            out.setdefault("max_concurrency_len", _num(m.group(1)))
+            out.setdefault("max_concurrency", float(_num(m.group(2))))
+        elif key in ("vllm_version", "mamba_cache_mode"):
+            out.setdefault(key, m.group(1))
+        elif key == "device_name":
+            out.setdefault(key, m.group(1).replace("_", " "))
+        else:
+            out.setdefault(key, _num(m.group(1)))
+
+
+def _settle_limits(out, probe):
+    """max_model_len, max_num_seqs, max_num_batched_tokens and gpu_memory_utilization: the non-default args, else
+    the engine config or the probe, else the log's own figures."""
     args = out.get("args") or {}
     eng = out.get("engine") or {}
     ml = args.get("max_model_len", eng.get("max_seq_len", out.get("max_concurrency_len")))
@@ -143,8 +161,6 @@ def parse_boot_log(text):
     if "max_num_batched_tokens" not in out and "batched_tokens_log" in out:
         out["max_num_batched_tokens"] = out["batched_tokens_log"]
     out.pop("batched_tokens_log", None)
-    out["complete"] = "kv_cache_tokens" in out and "max_concurrency" in out
-    return out
 
 
 def plan_inputs_from_boot(boot):
@@ -250,6 +266,7 @@ def replay(boot, profile, gpu_facts=None):
     plan (planner.plan for ``gpu_facts``, the memory model too; None without gpu_facts), comparison
     (compare_with_plan of that plan, or of the capacity-only numbers without gpu_facts)}."""
     from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
 
     inputs = plan_inputs_from_boot(boot)["kwargs"]
     kw = dict(inputs)
@@ -257,7 +274,7 @@ def replay(boot, profile, gpu_facts=None):
     layout = P.layout_for(profile, tp, kw.get("features"), kw.get("kv_cache_dtype", "auto"))
     cap = None
     if boot.get("available_kv_cache_bytes") is not None and boot.get("max_model_len"):
-        c = P.capacity(layout, boot["available_kv_cache_bytes"], boot["max_model_len"])
+        c = CAP.capacity(layout, boot["available_kv_cache_bytes"], boot["max_model_len"])
         cap = {"blocks": c["num_blocks"], "max_concurrency": round(c["max_concurrency"], 2),
                "kv_tokens": c["kv_tokens"], "block_size": layout.block_size}
     plan = None

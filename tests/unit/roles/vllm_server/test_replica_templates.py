@@ -26,7 +26,7 @@ def _env():
 def _variables(spec, extra):
     variables = dict(role_defaults())
     variables.update(extra, ansible_managed="Ansible managed", ansible_facts={"systemd": {"version": 252}},
-                     __vllm_server_spec=spec, spec=spec, __vllm_server_names=names())
+                     __vllm_server_spec=spec, spec=spec, __vllm_server_conventions=names())
     return variables
 
 

@@ -10,6 +10,7 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import kv_sp
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import model_profiles as M
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import features as F
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_catalogue import annotate_gpu_facts, load_catalogue
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
 
@@ -68,8 +69,8 @@ def test_a_version_not_read_plans_hybrids_with_prefix_caching_on_the_side_of_few
     off_layout = K.build_layout(NEMOTRON_H["arch"], prefix_caching=False, vllm_version=version)
     on_layout = K.build_layout(NEMOTRON_H["arch"], prefix_caching=True, vllm_version=version)
     avail = 60 * 1024 ** 3
-    assert P.capacity(on_layout, avail, 8192, 8192)["max_concurrency"] < \
-        P.capacity(off_layout, avail, 8192, 8192)["max_concurrency"]
+    assert CAP.capacity(on_layout, avail, 8192, 8192)["max_concurrency"] < \
+        CAP.capacity(off_layout, avail, 8192, 8192)["max_concurrency"]
 
 
 def test_mamba_cache_mode_all_is_0_22_only():

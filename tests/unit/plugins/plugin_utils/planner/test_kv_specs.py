@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import kv_specs as K
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import model_profiles as M
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 
@@ -33,29 +34,29 @@ def test_mamba2_hybrid_state_page_and_block_follow_vllm():
     assert a["layer_counts"] == {"mamba2": 27, "full": 4}
     # conv (128 x 80 + 2 x 8 x 128) x 3 x 2 B + SSM 128 x 80 x 128 x 4 B (Nemotron-H keeps fp32 SSM state)
     assert K.state_page_bytes(a) == 12288 * 3 * 2 + 128 * 80 * 128 * 4 == 5316608
-    lay = P.kv_layout(a, 1)
+    lay = CAP.kv_layout(a, 1)
     assert lay.block_size == 1312  # 16 x cdiv(5316608, 16 x 4096)
     assert (lay.group_size, lay.attention_groups, lay.state_groups) == (4, 1, 7)
-    assert P.blocks_per_request(lay, 131072) == 100 + 7 * 1  # ceil(131072 / 1312) + one state block per group
+    assert CAP.blocks_per_request(lay, 131072) == 100 + 7 * 1  # ceil(131072 / 1312) + one state block per group
     # prefix caching: Nemotron-H supports Mamba prefix caching, so vLLM runs mamba cache mode 'all': the block is a
     # multiple of the Mamba chunk size (this trimmed config has no chunk_size: vLLM's default 2048) and every group
     # holds one state block per block of the request
-    with_pc = P.kv_layout(a, 1, prefix_caching=True)
+    with_pc = CAP.kv_layout(a, 1, prefix_caching=True)
     assert with_pc.mamba_cache_mode == "all" and with_pc.block_size == 2048
-    assert P.blocks_per_request(with_pc, 131072) == 64 + 7 * 64
-    with_chunk = P.kv_layout(M.normalize_config(dict(NEMOTRON_NANO_9B, chunk_size=128)), 1, prefix_caching=True)
+    assert CAP.blocks_per_request(with_pc, 131072) == 64 + 7 * 64
+    with_chunk = CAP.kv_layout(M.normalize_config(dict(NEMOTRON_NANO_9B, chunk_size=128)), 1, prefix_caching=True)
     assert with_chunk.block_size == 128 * 11  # 128 x cdiv(cdiv(5316608, 4096), 128)
     # from 0.32.0 on vLLM runs 'align' for every hybrid: two state blocks per group, the plain block
-    newer = P.kv_layout(a, 1, prefix_caching=True, vllm_version="0.32.0")
+    newer = CAP.kv_layout(a, 1, prefix_caching=True, vllm_version="0.32.0")
     assert newer.mamba_cache_mode == "align" and newer.block_size == 1312
-    assert P.blocks_per_request(newer, 131072) == 100 + 7 * 2
+    assert CAP.blocks_per_request(newer, 131072) == 100 + 7 * 2
 
 
 def test_short_conv_prefix_caching_runs_align_mode():
     # LFM2 does not implement vLLM's SupportsMambaPrefixCaching: 'align', two state blocks per group
-    lay = P.kv_layout(M.normalize_config(config("LiquidAI--LFM2-700M")), 1, prefix_caching=True)
+    lay = CAP.kv_layout(M.normalize_config(config("LiquidAI--LFM2-700M")), 1, prefix_caching=True)
     assert lay.mamba_cache_mode == "align" and lay.block_size == 16
-    assert P.blocks_per_request(lay, 32768) == 2048 + lay.state_groups * 2
+    assert CAP.blocks_per_request(lay, 32768) == 2048 + lay.state_groups * 2
 
 
 def test_kv_heads_are_replicated_past_tp_and_mla_is_never_divided():
@@ -76,7 +77,7 @@ def test_chunked_local_attention_holds_its_chunk_plus_one_batch():
     lay = K.build_layout(a, 1, hybrid_manager=True)
     assert lay.group_size == 8 and lay.kind_groups == {"chunked": 3, "full": 1}
     # full: 131072 / 16; chunked: cdiv(min(8192 + 8192, 131072), 16) per group
-    assert P.blocks_per_request(lay, 131072, 8192) == 8192 + 3 * 1024
+    assert CAP.blocks_per_request(lay, 131072, 8192) == 8192 + 3 * 1024
 
 
 def test_chunked_local_attention_is_full_attention_by_default():
@@ -85,11 +86,11 @@ def test_chunked_local_attention_is_full_attention_by_default():
     cfg = copy.deepcopy(config("meta-llama--Llama-3.1-8B-Instruct"))
     cfg.update(attention_chunk_size=8192, no_rope_layers=[0 if (i + 1) % 4 == 0 else 1 for i in range(32)])
     a = M.normalize_config(cfg)
-    lay = P.kv_layout(a, 1)
+    lay = CAP.kv_layout(a, 1)
     assert lay.kind_groups == {"full": 1} and lay.kind_layers == {"full": 32}
-    assert P.blocks_per_request(lay, 131072, 8192) == 8192
+    assert CAP.blocks_per_request(lay, 131072, 8192) == 8192
     # memory per request: 32 layers x 8192 blocks by default, 8 layers x (8192 + 3 x 1024) with the hybrid manager
-    assert P.blocks_per_request(lay, 131072, 8192) * 32 > P.blocks_per_request(
+    assert CAP.blocks_per_request(lay, 131072, 8192) * 32 > CAP.blocks_per_request(
         K.build_layout(a, 1, hybrid_manager=True), 131072, 8192) * 8
 
 
@@ -167,7 +168,7 @@ def test_an_lfm2_config_without_its_layer_list_is_refused():
 
 
 def test_the_layout_fact_keeps_its_public_keys():
-    lay = P.kv_layout(M.normalize_config(config("google--gemma-3-1b-it")), 1)
+    lay = CAP.kv_layout(M.normalize_config(config("google--gemma-3-1b-it")), 1)
     assert list(lay.to_dict()) == [
         "attention_page_bytes_per_token", "block_size", "page_bytes", "group_size", "kind_groups", "kind_layers",
         "windows", "windowed_as_full", "attention_layers", "state_layers", "attention_groups", "state_groups",

@@ -13,6 +13,7 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engin
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import model_profiles as M
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import placement as PL
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_catalogue import annotate_gpu_facts, load_catalogue
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
 
@@ -56,7 +57,7 @@ def test_shares_of_every_gpu_stay_within_its_budget_counting_each_process_contex
                                                                                                "model": QWEN}])
     assert r["fits"], r["problems"]
     assert len(r["gpus"][0]["tenants"]) == 3
-    total = P.cuda_total_bytes(facts("1x H100 SXM")["gpus"][0])
+    total = CAP.cuda_total_bytes(facts("1x H100 SXM")["gpus"][0])
     used = sum(i["gpu_memory_utilization"] * total + PL.CUDA_CONTEXT_HEADROOM_BYTES for i in r["instances"])
     assert used <= 0.9 * total + 1
     assert r["gpus"][0]["share_used"] <= 1.0
@@ -65,7 +66,7 @@ def test_shares_of_every_gpu_stay_within_its_budget_counting_each_process_contex
 def test_each_instance_gets_the_planners_kv_cache_bytes_for_its_share():
     r = place("1x H100 SXM", [{"name": "a", "model": LLAMA}, {"name": "b", "model": QWEN, "max_model_len": 8192}])
     gpu = facts("1x H100 SXM")
-    total = P.cuda_total_bytes(gpu["gpus"][0])
+    total = CAP.cuda_total_bytes(gpu["gpus"][0])
     for inst in r["instances"]:
         util = math.floor((inst["share"] * 0.9 - PL.CUDA_CONTEXT_HEADROOM_BYTES / float(total)) * 1e4) / 1e4
         assert inst["gpu_memory_utilization"] == util
@@ -91,7 +92,7 @@ def test_packing_takes_the_smallest_share_and_the_incumbent_gives_it_up():
     # one step less than b's share does not hold b
     smaller = P.plan(facts("1x H100 SXM"), profile(LLAMA), tensor_parallel_size=1, replicas=1, max_model_len=32768,
                      gpu_memory_utilization=(b["share"] - PL.SHARE_STEP) * 0.9 - PL.CUDA_CONTEXT_HEADROOM_BYTES
-                     / float(P.cuda_total_bytes(facts("1x H100 SXM")["gpus"][0])))
+                     / float(CAP.cuda_total_bytes(facts("1x H100 SXM")["gpus"][0])))
     assert not smaller["fits"]
 
 

@@ -7,6 +7,8 @@ import sys
 import pytest
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import topology as T
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import load_profiles
 
@@ -38,30 +40,30 @@ def h200x2():
 
 def test_kv_per_token_counts_only_full_attention_layers_and_kv_heads():
     # 2 x 10 full-attention layers x 2 KV heads x 256 x 2 bytes = 20 KiB (MODEL_FACTS 1.1, derived)
-    assert P.kv_bytes_per_token(BF16["arch"]) == 20480
-    assert P.kv_bytes_per_token(TINY["arch"]) == 2 * 4 * 2 * 64 * 2
-    assert P.kv_bytes_per_token(BF16["arch"], dtype_bytes=1) == 10240
+    assert CAP.kv_bytes_per_token(BF16["arch"]) == 20480
+    assert CAP.kv_bytes_per_token(TINY["arch"]) == 2 * 4 * 2 * 64 * 2
+    assert CAP.kv_bytes_per_token(BF16["arch"], dtype_bytes=1) == 10240
 
 
 def test_the_seed_formula_overestimates_qwen35_kv_about_38_times():
     # The seed: hidden 2048 x 48 layers x 4 x 2 bytes = 786,432 bytes/token (no GQA, no hybrid layers).
     seed = 2048 * 48 * 4 * 2
-    ratio = seed / P.kv_bytes_per_token(BF16["arch"])
+    ratio = seed / CAP.kv_bytes_per_token(BF16["arch"])
     assert 38 < ratio < 39
 
 
 def test_kv_heads_are_split_by_tp_and_replicated_past_the_kv_head_count():
     a = BF16["arch"]
-    assert P.kv_bytes_per_token(a, tp=2) == 10240
-    assert P.kv_bytes_per_token(a, tp=4) == 10240  # 2 KV heads on 4 GPUs: one (replicated) head each
-    assert P.kv_bytes_per_token(a, extra_layers=1) == 22528  # the MTP head's attention layer
+    assert CAP.kv_bytes_per_token(a, tp=2) == 10240
+    assert CAP.kv_bytes_per_token(a, tp=4) == 10240  # 2 KV heads on 4 GPUs: one (replicated) head each
+    assert CAP.kv_bytes_per_token(a, extra_layers=1) == 22528  # the MTP head's attention layer
 
 
 def test_gated_deltanet_state_per_sequence():
     # 30 layers x (conv 8192 x 3 x 2 bytes + SSM 32 x 128 x 128 x 4 bytes) = ~61.4 MiB
-    assert P.state_bytes_per_sequence(BF16["arch"]) == 30 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
-    assert P.state_bytes_per_sequence(BF16["arch"], tp=2) == P.state_bytes_per_sequence(BF16["arch"]) // 2
-    assert P.state_bytes_per_sequence(TINY["arch"]) == 0
+    assert CAP.state_bytes_per_sequence(BF16["arch"]) == 30 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
+    assert CAP.state_bytes_per_sequence(BF16["arch"], tp=2) == CAP.state_bytes_per_sequence(BF16["arch"]) // 2
+    assert CAP.state_bytes_per_sequence(TINY["arch"]) == 0
 
 
 def test_tp_must_divide_the_attention_heads():
@@ -135,9 +137,9 @@ def test_kv_tokens_follow_vllms_memory_profile_and_block_pool():
     # vLLM's determine_available_memory, then its hybrid block pool (see planner.py's docstring).
     facts = T.gpu_facts_from_spec("1x A100 80GB")
     p = P.plan(facts, FP8, max_model_len=32768, max_num_seqs=64)
-    requested = int(P.cuda_total_bytes(facts["gpus"][0]) * 0.9)
+    requested = int(CAP.cuda_total_bytes(facts["gpus"][0]) * 0.9)
     weights = FP8["weights_bytes"] - FP8["vision_weights_bytes"] - FP8["mtp_weights_bytes"]
-    avail = requested - weights - P.overhead_bytes(FP8["arch"], 1, 64, 8192)
+    avail = requested - weights - CAP.overhead_bytes(FP8["arch"], 1, 64, 8192)
     assert p["available_kv_cache_memory_bytes"] == avail
     blocks = avail // (1056 * 2048) // 10  # 1056-token blocks of 2 KiB/token/layer, 10 layers per group
     assert p["kv_cache_blocks"] == blocks

@@ -14,6 +14,7 @@ import pytest
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engine_memory as EM
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import model_profiles as M
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_catalogue import annotate_gpu_facts, load_catalogue
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
 
@@ -93,8 +94,8 @@ def test_layout_from_vllms_own_memory_is_exact(case):
     argv = case["argv"]
     arch = profile_of(case)["arch"]
     kvb = 1 if _flag(argv, "--kv-cache-dtype") == "fp8" else arch["dtype_bytes"]
-    layout = P.kv_layout(arch, 1, kvb, prefix_caching=run["enable_prefix_caching"],
-                         hybrid_manager=_hybrid_manager(argv), vllm_version=run["vllm_version"])
+    layout = CAP.kv_layout(arch, 1, kvb, prefix_caching=run["enable_prefix_caching"],
+                           hybrid_manager=_hybrid_manager(argv), vllm_version=run["vllm_version"])
     # the attention groups' block size: on a hybrid vLLM raises it so attention and state pages match (RESULT_JSON's
     # block_size is the front end's configured 16)
     attention_block = next(g["block_size"] for g in probe["kv_cache_groups"] if g["spec"] != "MambaSpec")
@@ -102,8 +103,8 @@ def test_layout_from_vllms_own_memory_is_exact(case):
     assert layout.page_bytes == probe["kv_cache_groups"][0]["page_size_bytes"]
     assert layout.group_size == max(g["layers"] for g in probe["kv_cache_groups"])
     assert layout.attention_groups + layout.state_groups == len(probe["kv_cache_groups"])
-    cap = P.capacity(layout, probe["available_kv_cache_memory_bytes"], int(_flag(argv, "--max-model-len")),
-                     run["max_num_batched_tokens"])
+    cap = CAP.capacity(layout, probe["available_kv_cache_memory_bytes"], int(_flag(argv, "--max-model-len")),
+                       run["max_num_batched_tokens"])
     assert cap["num_blocks"] == run["num_gpu_blocks"]
     assert round(cap["max_concurrency"], 2) == run["logged_concurrency"]
     assert cap["kv_tokens"] == run["logged_tokens"]
@@ -138,8 +139,8 @@ def test_sliding_window_layers_are_not_sized_like_full_attention():
     run = run_of(case)
     arch = profile_of(case)["arch"]
     as_full = dict(arch, layer_counts={"full": 26}, windows={})
-    lay = P.kv_layout(as_full, 1)
-    wrong = P.capacity(lay, run["probe"]["available_kv_cache_memory_bytes"], 32768, 16384)["max_concurrency"]
+    lay = CAP.kv_layout(as_full, 1)
+    wrong = CAP.capacity(lay, run["probe"]["available_kv_cache_memory_bytes"], 32768, 16384)["max_concurrency"]
     assert wrong < 0.7 * run["logged_concurrency"]
 
 
