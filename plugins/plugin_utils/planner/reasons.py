@@ -63,13 +63,13 @@ def _has_fp8(gpu):
         return True  # unknown: say nothing
 
 
-def _underived_terms_reason(terms, opts):
+def _underived_terms_reason(terms, opts, arch):
     """Which memory terms are bounds rather than vLLM's own computation, and for which vLLM release they were
     checked on a GPU (issue #40: where unsure, the plan errs on the side of less KV cache)."""
     parts = ["non-torch memory %d MiB" % (terms.get("non_torch", 0) // MIB),
              "a %d MiB workspace allowance in the activation peak" % (EM.SAMPLER_WORKSPACE_BYTES // MIB)]
     if terms.get("cudagraph"):
-        parts.append("%d MiB of driver memory per captured CUDA graph" % (EM.CUDAGRAPH_BYTES_PER_GRAPH // MIB))
+        parts.append("%d MiB of driver memory per captured CUDA graph" % (EM.cudagraph_bytes_per_graph(arch) // MIB))
     version = opts.get("vllm_version")
     checked = "vLLM 0.22.0" if version is None else (
         "vLLM 0.22.0 (this plan is for %s, whose profile was read but not measured)" % version
@@ -89,7 +89,7 @@ def _memory_reasons(e, profile, opts, util, t, hybrid, used_gpus, reasons):
             gib(e["weights_bytes_per_gpu"]), " (1/%d of %s)" % (t, gib(e["weights_bytes"])) if t > 1 else "",
             gib(ot.get("non_torch", 0)), gib(ot.get("activation", 0)), gib(ot.get("cudagraph", 0)),
             gib(max(0, e["available_bytes_per_gpu"])), " (KV and linear-attention state)" if hybrid else ""))
-    reasons.append(_underived_terms_reason(ot, opts))
+    reasons.append(_underived_terms_reason(ot, opts, profile["arch"]))
     lr = _layout_reason(layout, t)
     if lr:
         reasons.append(lr)
