@@ -91,14 +91,13 @@ def run(host, models, **extra):
     extravars = {"llmfleet_models": models, "model_weights_endpoint": ENV["LLMFLEET_TEST_HF_ENDPOINT_FROM_HOSTS"],
                  "model_weights_wheelhouse": ENV["LLMFLEET_TEST_WHEELHOUSE"], "model_weights_poll_interval": 1}
     extravars.update(extra)
-    return C.run_playbook(PLAY, host["inventory"], extravars=extravars, timeout=1200)
-
-
-def pairs(result):
-    """Task-host pairs the run went through (ok, changed, skipped, failed), and the tasks among them."""
+    result = C.run_playbook(PLAY, host["inventory"], extravars=extravars, timeout=1200, keep=True)
+    # Task-host pairs the run went through (ok, changed, skipped, failed), and the tasks among them.
     events = [e for e in result.runner.events
               if e.get("event") in ("runner_on_ok", "runner_on_skipped", "runner_on_failed")]
-    return len(events), [(e.get("event_data") or {}).get("task") for e in events]
+    result.pairs = (len(events), [(e.get("event_data") or {}).get("task") for e in events])
+    shutil.rmtree(result.data_dir, ignore_errors=True)
+    return result
 
 
 def published():
@@ -137,13 +136,13 @@ def test_a_rerun_changes_nothing_and_checks_three_models_in_the_tasks_of_one(hos
     again = run(host, three(host))
     assert again.status == "successful", again.message
     assert again.changed_total == 0, again.changed_tasks
-    n3, tasks3 = pairs(again)
+    n3, tasks3 = again.pairs
     assert not [t for t in tasks3 if t and t.startswith("Work out what must be fetched")], tasks3
     # One model: the first run drops gemma and tiny from the record (their weights stay), the second is the no-op.
     assert run(host, [hub_model("llama", 0)]).status == "successful"
     one = run(host, [hub_model("llama", 0)])
     assert one.status == "successful" and one.changed_total == 0, (one.message, one.changed_tasks)
-    n1, tasks1 = pairs(one)
+    n1, tasks1 = one.pairs
     assert n3 == n1, (tasks3, tasks1)
     C.write_result("model_weights_noop_pairs", {"models_3": {"pairs": n3, "wall_s": round(again.wall_s, 1)},
                                                 "models_1": {"pairs": n1, "wall_s": round(one.wall_s, 1)}})
@@ -162,3 +161,28 @@ def test_a_removed_model_keeps_its_weights_until_purged(host):
     # Forgotten once purged: the next run says nothing of it.
     after = run(host, [hub_model("llama", 0), hub_model("gemma", 1)])
     assert after.status == "successful" and "weights of tiny" not in after.stdout and after.changed_total == 0
+
+
+@pytest.fixture(scope="module")
+def second_host(host):
+    name = HOST + "-2"
+    C.start_host(name, ENV["MOLECULE_HOST_IMAGE"])
+    both = os.path.join(host["work"], "two-hosts.yml")
+    with open(both, "w") as fh:
+        json.dump(C.docker_inventory([HOST, name]), fh)
+    yield {"name": name, "inventory": both}
+    if not os.environ.get("LLMFLEET_KEEP_TEST_HOST"):
+        C.remove_host(name)
+
+
+def test_each_model_comes_from_the_hub_once_and_over_the_lan_to_the_other_host(host, second_host):
+    models = [hub_model("llama", 0), hub_model("gemma", 1)]
+    res = run(dict(host, inventory=second_host["inventory"]), models)
+    assert res.status == "successful", res.message
+    # Per model: one host is the seed (it holds the model, or fetches it from the hub), the other pulls it from it.
+    for name in ("llama", "gemma"):
+        assert "%s/%s: from peers in round 1: " % (ROOT, name) in res.stdout, res.stdout[-4000:]
+        out = C.host_exec(second_host["name"], "cat", "%s/%s/.llmfleet-weights.json" % (ROOT, name), check=True)
+        assert json.loads(out.stdout)["identity"]["repo_id"] == dict(zip(("llama", "gemma"), REPOS))[name][0]
+    again = run(dict(host, inventory=second_host["inventory"]), models)
+    assert again.status == "successful" and again.changed_total == 0, again.changed_tasks
