@@ -28,6 +28,9 @@ import reliability_common as C  # noqa: E402
 
 ENV = C.load_env()
 REPOS = [r.split("@", 1) for r in (ENV.get("LLMFLEET_TEST_HUB_ARCH_REPOS") or "").split(",") if "@" in r]
+# The test bed's LoRA adapter of the tiny Llama on the mirror (tests/testbed/up.d/41-tiny-pooling-model.sh), if any.
+LORA = dict(r.split("@", 1) for r in (ENV.get("LLMFLEET_TEST_HUB_EXTRA_REPOS") or "").split(",") if "@" in r)
+LLAMA_LORA = "llmfleet-test/tiny-llama-lora"
 HOST = os.environ.get("LLMFLEET_WEIGHTS_TEST_HOST", "llmfleet-weights-models")
 ROOT = "/srv/llmfleet/models"
 
@@ -112,7 +115,10 @@ def marker(path):
 def three(host):
     local = {"name": "tiny", "model": "tiny-qwen3-moe", "source": "local", "local_path": ENV["LLMFLEET_TEST_MODEL_DIR"],
              "adapters": [{"name": "tiny-sql", "local_path": host["adapter"]}]}
-    return [hub_model("llama", 0), hub_model("gemma", 1), local]
+    llama = hub_model("llama", 0)
+    if LLAMA_LORA in LORA:  # an adapter from the hub, pinned to its commit
+        llama["adapters"] = [{"name": "llama-lora", "model": LLAMA_LORA, "revision": LORA[LLAMA_LORA]}]
+    return [llama, hub_model("gemma", 1), local]
 
 
 def test_every_model_and_adapter_is_fetched_verified_and_published(host):
@@ -120,7 +126,13 @@ def test_every_model_and_adapter_is_fetched_verified_and_published(host):
     assert first.status == "successful", first.message
     done = published()
     assert done["paths"] == {"llama": ROOT + "/llama", "gemma": ROOT + "/gemma", "tiny": ROOT + "/tiny"}
-    assert done["adapters"] == {"llama": {}, "gemma": {}, "tiny": {"tiny-sql": ROOT + "/tiny.adapters/tiny-sql"}}
+    llama_adapters = {"llama-lora": ROOT + "/llama.adapters/llama-lora"} if LLAMA_LORA in LORA else {}
+    assert done["adapters"] == {"llama": llama_adapters, "gemma": {},
+                                "tiny": {"tiny-sql": ROOT + "/tiny.adapters/tiny-sql"}}
+    if llama_adapters:
+        hub_lora = marker(ROOT + "/llama.adapters/llama-lora")
+        assert hub_lora["identity"]["repo_id"] == LLAMA_LORA and hub_lora["identity"]["commit"] == LORA[LLAMA_LORA]
+        assert "adapter_config.json" in [f["path"] for f in hub_lora["files"]]
     assert done["path"] == ROOT + "/llama"
     for name, (repo, commit) in zip(("llama", "gemma"), REPOS):
         identity = marker(ROOT + "/" + name)["identity"]
