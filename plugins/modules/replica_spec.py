@@ -85,7 +85,6 @@ options:
         model_weights_paths), C(placement) (llmfleet_placement: each GPU instance's GPUs, flags and start_after),
         C(cpu_args) (the CPU engine's plan flags: C(kv-cache-memory-bytes), C(max-model-len)), C(recorded_ports)
         (the host's port record, {instance: port}) and C(first_port) (where new instances' ports start)."
-      - Without C(entries) (the one-model shorthand) only C(recorded_ports) is read, for RV(stale).
     type: dict
     default: {}
     version_added: 1.1.0
@@ -294,12 +293,6 @@ ports:
   description: The port record to keep, C({instance: port}) (empty for the one-model shorthand).
   returned: always
   type: dict
-  version_added: 1.1.0
-stale:
-  description: The instances of I(serve_list)'s C(recorded_ports) no longer served (their units, containers and files go).
-  returned: always
-  type: list
-  elements: str
   version_added: 1.1.0
 sequential:
   description: The replicas that start one after another (co-tenants of a GPU), in start order.

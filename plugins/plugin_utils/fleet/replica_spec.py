@@ -314,6 +314,10 @@ def host_spec(host, models):
         raise SpecError("no model to serve on this host")
     out["models"] = [_model(out, entry, mn_args, mn_env) for entry in models]
     replicas = [_replica(out, model, replica, 0) for model in out["models"] for replica in model["replicas"]]
+    # Many models on GPUs start in the placement's order (a co-tenant after the one it waits for).
+    placed = list(((host.get("serve_list") or {}).get("placement") or {}).get("start_order") or [])
+    if out["many"] and placed:
+        replicas.sort(key=lambda r: placed.index(r["name"]) if r["name"] in placed else len(placed))
     for order, replica in enumerate(replicas):
         replica["start_order"] = order
     out["replicas"] = replicas
@@ -323,7 +327,7 @@ def host_spec(host, models):
 
 def _host_lists(out, host, ports):
     """The lists other tasks take from the replicas: base URLs, the edge's members, the watchdog's targets, the
-    directories, the port record and the instances it no longer serves, serving.json's models."""
+    directories, the port record, serving.json's models."""
     bind, replicas = out["bind_address"], out["replicas"]
     api = [r for r in replicas if r["serves_api"]]
     out["base_urls"] = [r["base_url"] for r in api]
@@ -337,10 +341,8 @@ def _host_lists(out, host, ports):
     out["env"] = out["models"][0]["env"]
     # Each replica's name, port and GPUs (vllm_server_replicas' shape), over all models.
     out["replica_inputs"] = [{"name": r["name"], "port": r["ports"]["client"], "gpus": r["gpus"]} for r in replicas]
-    # The port record to keep ({instance: port}; none for the one-model shorthand) and what it held that is gone.
-    names = [r["name"] for r in replicas]
+    # The port record to keep ({instance: port}; none for the one-model shorthand).
     out["ports"] = ports or {}
-    out["stale"] = SV.stale_instances((host.get("serve_list") or {}).get("recorded_ports"), names)
     out["sequential"] = _sequential(replicas)
     out["models_described"] = _models_described(out)
     for model in out["models"]:

@@ -6,7 +6,6 @@
 flags, as replica_spec's ``models`` (pure functions, no I/O).
 
   assign_ports(instances, recorded, first)        {instance: port}: recorded ports kept, new ones the lowest free
-  stale_instances(recorded, instances)            the recorded instances no longer served (to be removed)
   list_models(entries, base, serve, accelerator)  replica_spec's models, one per entry
 
 The host keeps a port record (``<config_dir>/ports.json``, {instance: port}) so that adding or removing a model never
@@ -43,12 +42,6 @@ def assign_ports(instances, recorded, first):
         out[name] = port
         taken.add(port)
     return {name: out[name] for name in wanted}
-
-
-def stale_instances(recorded, instances):
-    """The instances of the port record that are not in ``instances``, sorted (their units, containers and files go)."""
-    keep = set(str(i) for i in instances)
-    return sorted(str(k) for k in dict(recorded or {}) if str(k) not in keep)
 
 
 def _placed(placement, name):

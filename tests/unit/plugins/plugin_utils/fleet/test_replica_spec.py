@@ -188,15 +188,15 @@ def test_many_models_each_get_their_own_units_ports_flags_and_runner():
     assert emb["vllm_argv"][emb["vllm_argv"].index("--runner") + 1] == "pooling"
     assert "--enforce-eager" in emb["vllm_argv"] and "/models/emb" in words(emb["run"]["command"])
     assert emb["gate_url"] == "http://127.0.0.1:18002/v1"  # vLLM itself: the edge routes by model on one port
-    assert spec["ports"] == {"qwen-0": 8001, "emb-0": 8002} and spec["stale"] == ["gone-0"]
+    assert spec["ports"] == {"qwen-0": 8001, "emb-0": 8002}
     assert [m["name"] for m in spec["models_described"]] == ["qwen", "emb"]
     assert spec["models_described"][1]["replicas"] == [{"name": "emb-0", "port": 8002, "gpus": []}]
     assert [m["model"] for m in spec["edge_members"]] == ["qwen", "emb"]
 
 
-def test_the_shorthand_keeps_its_replicas_and_names_the_list_instances_left_over():
+def test_the_shorthand_keeps_its_replicas_and_records_no_port():
     spec = host_spec(host(serve_list={"recorded_ports": {"qwen-0": 8001}}), [model()])
-    assert [r["name"] for r in spec["replicas"]] == ["0"] and spec["ports"] == {} and spec["stale"] == ["qwen-0"]
+    assert [r["name"] for r in spec["replicas"]] == ["0"] and spec["ports"] == {}
     assert spec["replicas"][0]["gate_url"] == spec["replicas"][0]["base_url"] and not spec["many"]
 
 
@@ -204,10 +204,12 @@ def test_co_tenants_of_a_gpu_start_one_after_another():
     placement = {"instances": [
         {"model": "a", "instance": "a-0", "gpus": [0], "vllm_args": {"kv-cache-memory-bytes": 5}, "start_after": []},
         {"model": "b", "instance": "b-0", "gpus": [0], "vllm_args": {"kv-cache-memory-bytes": 7}, "start_after": ["a-0"]},
-        {"model": "c", "instance": "c-0", "gpus": [1], "vllm_args": {}, "start_after": []}]}
-    serve = {"entries": [{"name": n, "model": n, "runner": "generate"} for n in ("a", "b", "c")],
+        {"model": "c", "instance": "c-0", "gpus": [1], "vllm_args": {}, "start_after": []}],
+        "start_order": ["a-0", "b-0", "c-0"]}
+    serve = {"entries": [{"name": n, "model": n, "runner": "generate"} for n in ("c", "b", "a")],
              "model_paths": {"a": "/a", "b": "/b", "c": "/c"}, "placement": placement, "first_port": 8001}
     spec = host_spec(host(serve_list=serve), [model()])
     assert spec["sequential"] == ["a-0", "b-0"]
+    assert [r["name"] for r in spec["replicas"]] == ["a-0", "b-0", "c-0"]
     b = spec["replicas"][1]
     assert b["vllm_argv"][b["vllm_argv"].index("--kv-cache-memory-bytes") + 1] == "7" and b["gpus"] == [0]

@@ -22,11 +22,6 @@ def test_a_new_instance_takes_the_lowest_free_port_and_recorded_ones_keep_theirs
     assert SV.assign_ports(["x"], {"x": "8005"}, 8001) == {"x": 8005}
 
 
-def test_stale_instances_are_the_recorded_ones_no_longer_served():
-    assert SV.stale_instances({"a-0": 8001, "b-0": 8002, "b-1": 8003}, ["a-0"]) == ["b-0", "b-1"]
-    assert SV.stale_instances(None, ["0"]) == []
-
-
 def test_cpu_entries_get_their_replicas_context_and_the_hosts_cpu_kv_bytes():
     serve = {"model_paths": {"qwen": "/srv/m/qwen", "llama": "/srv/m/llama"}, "first_port": 8001,
              "cpu_args": {"kv-cache-memory-bytes": 67108864, "max-model-len": 512, "max-num-seqs": 3}}
