@@ -192,11 +192,13 @@ def test_many_models_each_get_their_own_units_ports_flags_and_runner():
     assert [m["name"] for m in spec["models_described"]] == ["qwen", "emb"]
     assert spec["models_described"][1]["replicas"] == [{"name": "emb-0", "port": 8002, "gpus": []}]
     assert [m["model"] for m in spec["edge_members"]] == ["qwen", "emb"]
+    assert [t["model"] for t in spec["watchdog_targets"]] == ["qwen", "emb"]
 
 
 def test_the_shorthand_keeps_its_replicas_and_records_no_port():
     spec = host_spec(host(serve_list={"recorded_ports": {"qwen-0": 8001}}), [model()])
     assert [r["name"] for r in spec["replicas"]] == ["0"] and spec["ports"] == {}
+    assert "model" not in spec["watchdog_targets"][0]
     assert spec["replicas"][0]["gate_url"] == spec["replicas"][0]["base_url"] and not spec["many"]
 
 
