@@ -6,6 +6,7 @@
 flags, as replica_spec's ``models`` (pure functions, no I/O).
 
   assign_ports(instances, recorded, first)        {instance: port}: recorded ports kept, new ones the lowest free
+  cpu_placement(entries)                          llmfleet_placement on the CPU engine: each entry's replicas, no GPU
   list_models(entries, base, serve, accelerator)  replica_spec's models, one per entry
 
 The host keeps a port record (``<config_dir>/ports.json``, {instance: port}) so that adding or removing a model never
@@ -49,17 +50,26 @@ def _placed(placement, name):
     return [i for i in (placement or {}).get("instances") or [] if i.get("model") == name]
 
 
+def cpu_placement(entries):
+    """llmfleet_placement's shape on the CPU engine (no GPU to place on): each entry's replicas (at least one),
+    named by model_list.instance_name, without GPUs or flags of their own; they start together."""
+    instances = [{"model": e["name"], "instance": instance_name(e, n), "gpus": [], "tensor_parallel_size": 1,
+                  "runner": e.get("runner") or "generate", "start_after": [], "vllm_args": {}}
+                 for e in entries for n in range(int(e.get("replicas") or 0) or 1)]
+    return {"fits": True, "problems": [], "instances": instances, "gpus": [],
+            "start_order": [i["instance"] for i in instances]}
+
+
 def _entry_replicas(entry, placed, accelerator):
     """[(instance, gpus, args, start_after)] of one entry: the placement's instances on GPUs, else (cpu) the entry's
-    replicas (at least one) without GPUs."""
-    if accelerator == "gpu":
-        if not placed:
-            raise ServeListError("llmfleet_models entry %s has no instance in llmfleet_placement: run the preflight "
-                                 "role (playbooks/site.yml or preflight.yml) before vllm_server" % entry["name"])
-        return [(str(i["instance"]), [int(g) for g in i.get("gpus") or []], dict(i.get("vllm_args") or {}),
-                 [str(a) for a in i.get("start_after") or []]) for i in placed]
-    count = int(entry.get("replicas") or 0) or 1
-    return [(instance_name(entry, n), [], None, []) for n in range(count)]
+    replicas without GPUs."""
+    if accelerator != "gpu":
+        placed = cpu_placement([entry])["instances"]
+    elif not placed:
+        raise ServeListError("llmfleet_models entry %s has no instance in llmfleet_placement: run the preflight "
+                             "role (playbooks/site.yml or preflight.yml) before vllm_server" % entry["name"])
+    return [(str(i["instance"]), [int(g) for g in i.get("gpus") or []], dict(i.get("vllm_args") or {}),
+             [str(a) for a in i.get("start_after") or []]) for i in placed]
 
 
 def _cpu_args(entry, cpu_args):

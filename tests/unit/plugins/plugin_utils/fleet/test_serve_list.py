@@ -59,3 +59,11 @@ def test_an_entry_without_weights_or_placement_is_refused_by_name():
         SV.list_models(entries({"name": "qwen", "model": "q"}), BASE, {"model_paths": {}, "first_port": 1}, "cpu")
     with pytest.raises(SV.ServeListError, match="qwen has no instance in llmfleet_placement"):
         SV.list_models(entries({"name": "qwen", "model": "q"}), BASE, {"model_paths": {"qwen": "/q"}}, "gpu")
+
+
+def test_on_the_cpu_engine_each_entry_gets_its_replicas_without_gpus():
+    placed = SV.cpu_placement(entries({"name": "qwen", "model": "q", "replicas": 2},
+                                      {"name": "emb", "model": "e", "runner": "pooling"}))
+    assert [(i["model"], i["instance"], i["gpus"], i["runner"]) for i in placed["instances"]] == [
+        ("qwen", "qwen-0", [], "generate"), ("qwen", "qwen-1", [], "generate"), ("emb", "emb-0", [], "pooling")]
+    assert placed["fits"] and placed["start_order"] == ["qwen-0", "qwen-1", "emb-0"]

@@ -1,0 +1,19 @@
+"""The serve_list filters (plugins/filter/serve_list.py): the CPU engine's placement of llmfleet_models."""
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.vllm.plugins.filter.serve_list import FilterModule
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import model_list
+
+F = FilterModule().filters()
+
+
+def test_cpu_placement_names_each_entrys_instances_without_gpus():
+    models = model_list([{"name": "chat", "model": "m", "replicas": 2}])["models"]
+    assert [i["instance"] for i in F["cpu_placement"](models)["instances"]] == ["chat-0", "chat-1"]
+
+
+def test_cpu_placement_refuses_what_is_not_the_checked_list():
+    with pytest.raises(AnsibleFilterError, match="cpu_placement expects"):
+        F["cpu_placement"]({"models": []})
