@@ -247,12 +247,13 @@ env:
   returned: always
   type: dict
 base_urls:
-  description: The OpenAI base URLs of the replicas that serve the API.
+  description: The OpenAI base URLs of the replicas that serve the API (the first model's, with I(serve_list); each
+    model's are in RV(models_described)).
   returned: always
   type: list
   elements: str
 edge_members:
-  description: The edge's replicas, C([{name, port, address, backend_port}]).
+  description: The edge's replicas, C([{name, port, address, backend_port, model}]).
   returned: always
   type: list
   elements: dict

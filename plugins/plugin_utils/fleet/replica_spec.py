@@ -330,7 +330,6 @@ def _host_lists(out, host, ports):
     directories, the port record, serving.json's models."""
     bind, replicas = out["bind_address"], out["replicas"]
     api = [r for r in replicas if r["serves_api"]]
-    out["base_urls"] = [r["base_url"] for r in api]
     # The edge's and the watchdog's view of the replicas (a headless rank has neither).
     plain = [{"name": r["name"], "port": r["ports"]["client"]} for r in api]
     out["edge_members"] = [dict(m, model=r["model"]) for m, r in zip(SL.edge_members(plain, bind, out["port_offset"]), api)]
@@ -348,5 +347,7 @@ def _host_lists(out, host, ports):
     out["ports"] = ports or {}
     out["sequential"] = _sequential(replicas)
     out["models_described"] = _models_described(out)
+    # The first model's (the one model's): what serving.json's top level and the one-model stages read.
+    out["base_urls"] = out["models_described"][0]["base_urls"]
     for model in out["models"]:
         model.pop("mn_args", None)

@@ -215,3 +215,11 @@ def test_co_tenants_of_a_gpu_start_one_after_another():
     assert [r["name"] for r in spec["replicas"]] == ["a-0", "b-0", "c-0"]
     b = spec["replicas"][1]
     assert b["vllm_argv"][b["vllm_argv"].index("--kv-cache-memory-bytes") + 1] == "7" and b["gpus"] == [0]
+
+
+def test_many_models_publish_the_first_models_urls_at_the_top_level():
+    serve = {"entries": [{"name": "qwen", "model": "q"}, {"name": "llama", "model": "l"}],
+             "model_paths": {"qwen": "/q", "llama": "/l"}, "first_port": 8001, "cpu_args": {}}
+    spec = host_spec(host(accelerator="cpu", serve_list=serve), [model()])
+    assert spec["base_urls"] == ["http://127.0.0.1:8001/v1"]
+    assert spec["models_described"][1]["base_urls"] == ["http://127.0.0.1:8002/v1"]
