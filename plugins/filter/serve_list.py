@@ -20,6 +20,10 @@ def cpu_placement(entries):
     return SV.cpu_placement(entries)
 
 
+def failed_models(result):
+    return SV.failed_models(result if isinstance(result, dict) else {})
+
+
 class FilterModule:
     def filters(self):
-        return {"cpu_placement": cpu_placement}
+        return {"cpu_placement": cpu_placement, "failed_models": failed_models}

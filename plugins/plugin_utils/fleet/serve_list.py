@@ -8,6 +8,7 @@ flags, as replica_spec's ``models`` (pure functions, no I/O).
   assign_ports(instances, recorded, first)        {instance: port}: recorded ports kept, new ones the lowest free
   cpu_placement(entries)                          llmfleet_placement on the CPU engine: each entry's replicas, no GPU
   list_models(entries, base, serve, accelerator)  replica_spec's models, one per entry
+  failed_models(result)                           the models whose replicas a failed loop task failed on
 
 The host keeps a port record (``<config_dir>/ports.json``, {instance: port}) so that adding or removing a model never
 moves another model's port, unit or container.
@@ -103,3 +104,19 @@ def list_models(entries, base, serve, accelerator):
                              for name, gpus, _args, after in replicas]
         models.append(model)
     return models, ports
+
+
+def failed_models(result):
+    """The served names of the models a failed gate task failed on, from its result (ansible_failed_result): the
+    failed items of its loop, each a replica spec (a background start's wait: the job's item). [] when the task
+    was no loop over replicas (then every replica started now is in question)."""
+    names = []
+    for item in (result or {}).get("results") or []:
+        if not isinstance(item, dict) or not item.get("failed"):
+            continue
+        replica = item.get("item") or {}
+        replica = replica.get("item", replica) if isinstance(replica, dict) and "ansible_job_id" in replica else replica
+        model = replica.get("model") if isinstance(replica, dict) else None
+        if model and model not in names:
+            names.append(str(model))
+    return names

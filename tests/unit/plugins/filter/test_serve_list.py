@@ -17,3 +17,8 @@ def test_cpu_placement_names_each_entrys_instances_without_gpus():
 def test_cpu_placement_refuses_what_is_not_the_checked_list():
     with pytest.raises(AnsibleFilterError, match="cpu_placement expects"):
         F["cpu_placement"]({"models": []})
+
+
+def test_failed_models_takes_any_result():
+    assert F["failed_models"]({"results": [{"failed": True, "item": {"model": "m"}}]}) == ["m"]
+    assert F["failed_models"]("not a result") == []

@@ -67,3 +67,12 @@ def test_on_the_cpu_engine_each_entry_gets_its_replicas_without_gpus():
     assert [(i["model"], i["instance"], i["gpus"], i["runner"]) for i in placed["instances"]] == [
         ("qwen", "qwen-0", [], "generate"), ("qwen", "qwen-1", [], "generate"), ("emb", "emb-0", [], "pooling")]
     assert placed["fits"] and placed["start_order"] == ["qwen-0", "qwen-1", "emb-0"]
+
+
+def test_the_models_a_gate_failed_on_come_from_its_failed_items():
+    result = {"results": [{"failed": False, "item": {"name": "a-0", "model": "a"}},
+                          {"failed": True, "item": {"name": "b-0", "model": "b"}},
+                          {"failed": True, "item": {"ansible_job_id": "j1", "item": {"name": "c-0", "model": "c"}}},
+                          {"failed": True, "item": {"name": "b-1", "model": "b"}}]}
+    assert SV.failed_models(result) == ["b", "c"]
+    assert SV.failed_models({"msg": "not a loop"}) == [] and SV.failed_models(None) == []
