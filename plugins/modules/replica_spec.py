@@ -291,7 +291,7 @@ replica_inputs:
   elements: dict
   version_added: 1.1.0
 ports:
-  description: The port record to keep, C({instance: port}) (empty for the one-model shorthand).
+  description: "The port record to keep, C({instance: port}) (empty for the one-model shorthand)."
   returned: always
   type: dict
   version_added: 1.1.0
@@ -302,7 +302,8 @@ sequential:
   elements: str
   version_added: 1.1.0
 models_described:
-  description: Per model C(name), C(runner), C(model_path), C(replicas) ({name, port, gpus}), C(base_urls), C(adapters) (serving.json's C(models)).
+  description: "Per model C(name), C(runner), C(model_path), C(replicas) ({name, port, gpus}), C(base_urls), C(adapters)
+    (serving.json's C(models))."
   returned: always
   type: list
   elements: dict

@@ -209,7 +209,7 @@ model_manifest:
   type: str
   sample: "sha256:9b1d..."
 model_manifests:
-  description: What each directory of O(model_dirs) holds, C({directory: digest}) (as RV(model_manifest)).
+  description: "What each directory of O(model_dirs) holds, C({directory: digest}) (as RV(model_manifest))."
   returned: always
   type: dict
   version_added: 1.1.0
