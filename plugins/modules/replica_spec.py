@@ -308,6 +308,11 @@ models_described:
   type: list
   elements: dict
   version_added: 1.1.0
+model_dirs:
+  description: "With I(serve_list), each replica's model directory, C({name: directory}) (empty without)."
+  returned: always
+  type: dict
+  version_added: 1.1.0
 many:
   description: Whether the replicas come from C(llmfleet_models) (I(serve_list)).
   returned: always

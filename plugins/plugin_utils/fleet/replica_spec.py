@@ -343,8 +343,10 @@ def _host_lists(out, host, ports):
     out["env"] = out["models"][0]["env"]
     # Each replica's name, port and GPUs (vllm_server_replicas' shape), over all models.
     out["replica_inputs"] = [{"name": r["name"], "port": r["ports"]["client"], "gpus": r["gpus"]} for r in replicas]
-    # The port record to keep ({instance: port}; none for the one-model shorthand).
+    # The port record to keep ({instance: port}) and each replica's model directory (known-good copies and
+    # rollback); none for the one-model shorthand, whose replicas all mount the one model directory.
     out["ports"] = ports or {}
+    out["model_dirs"] = {r["name"]: r["model_path"] for r in replicas} if out["many"] else {}
     out["sequential"] = _sequential(replicas)
     out["models_described"] = _models_described(out)
     # The first model's (the one model's): what serving.json's top level and the one-model stages read.
