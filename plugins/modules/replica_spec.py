@@ -84,7 +84,8 @@ options:
       - "Keys: C(entries) (the llmfleet.vllm.model_list filter's models), C(model_paths) ({name: host directory},
         model_weights_paths), C(placement) (llmfleet_placement: each GPU instance's GPUs, flags and start_after),
         C(cpu_args) (the CPU engine's plan flags: C(kv-cache-memory-bytes), C(max-model-len)), C(recorded_ports)
-        (the host's port record, {instance: port}) and C(first_port) (where new instances' ports start)."
+        (the host's port record, {instance: port}), C(first_port) (where new instances' ports start) and C(edge_port)
+        (with the edge, its one client port that routes by model: every replica's base URL)."
     type: dict
     default: {}
     version_added: 1.1.0

@@ -45,6 +45,7 @@ def _ports(host):
 
 
 def _chat(host, model, port):
+    """A chat completion of model at port (a replica's vLLM port: port + the edge's offset), the model's name back."""
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
     out = host.check_output("curl -fsS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' "
                             "http://127.0.0.1:%d/v1/chat/completions" % (API_KEY, body, port))
@@ -53,7 +54,7 @@ def _chat(host, model, port):
 
 def test_each_model_has_its_own_unit_container_port_and_answers_by_its_name(host):
     assert _ports(host) == {"tiny-0": 8001, "tiny-llama-0": 8002}
-    for instance, model, port in (("tiny-0", "tiny", 8001), ("tiny-llama-0", "tiny-llama", 8002)):
+    for instance, model, port in (("tiny-0", "tiny", 18001), ("tiny-llama-0", "tiny-llama", 18002)):
         assert host.service("llmfleet-vllm@%s.service" % instance).is_running
         assert _chat(host, model, port) == model
     served = json.loads(host.file("/etc/llmfleet/serving.json").content_string)
@@ -78,7 +79,7 @@ def test_adding_a_model_starts_only_its_unit(host):
     assert rc == 0, out[-3000:]
     assert {i: _started(host, i) for i in before} == before, "adding a model restarted another"
     assert _ports(host) == {"tiny-0": 8001, "tiny-llama-0": 8002, "tiny-llama-b-0": 8003}
-    assert _chat(host, "tiny-llama-b", 8003) == "tiny-llama-b"
+    assert _chat(host, "tiny-llama-b", 18003) == "tiny-llama-b"
 
 
 def test_removing_a_model_removes_its_unit_container_files_and_port_only(host):

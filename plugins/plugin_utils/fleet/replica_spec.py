@@ -163,7 +163,8 @@ def _replica(host, model, replica, order):
         "start_after": [str(a) for a in replica.get("start_after") or []], "runner": model["runner"],
         "model_path": model["path"], "vllm_argv": argv,
         "serves_api": bool(host["multinode"]["is_leader"]), "ports": ports,
-        "base_url": "%s%d/v1" % (host["client_base"], port),
+        # Many models behind the edge: its one client port, which routes by model; else the replica's own port.
+        "base_url": "%s%d/v1" % (host["client_base"], host["edge_port"] or port),
         "vllm_url": "%s%d" % (host["health_base"], ports["vllm"]),
         "health_url": "%s%d/health" % (host["health_base"], ports["vllm"]),
         "labels": _labels(name, model, host["image"]["id"]), "env": model["env"],
@@ -272,8 +273,16 @@ def _models_described(out):
         described.append({"name": model["name"], "runner": model["runner"], "model_path": model["path"],
                           "replicas": [{"name": r["name"], "port": r["ports"]["client"], "gpus": r["gpus"]}
                                        for r in mine],
-                          "base_urls": [r["base_url"] for r in mine if r["serves_api"]], "adapters": []})
+                          "base_urls": _unique(r["base_url"] for r in mine if r["serves_api"]), "adapters": []})
     return described
+
+
+def _unique(items):
+    out = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
 
 
 def _sequential(replicas):
@@ -310,6 +319,8 @@ def host_spec(host, models):
     }
     models, ports = _list_models(host, models)
     out["many"] = ports is not None
+    edge_port = (host.get("serve_list") or {}).get("edge_port")
+    out["edge_port"] = int(edge_port) if out["many"] and edge and edge_port else 0
     if not models:
         raise SpecError("no model to serve on this host")
     out["models"] = [_model(out, entry, mn_args, mn_env) for entry in models]
@@ -335,8 +346,9 @@ def _host_lists(out, host, ports):
     out["edge_members"] = [dict(m, model=r["model"]) for m, r in zip(SL.edge_members(plain, bind, out["port_offset"]), api)]
     out["watchdog_targets"] = SL.watchdog_targets(plain, out["health_base"], out["port_offset"], out["config_dir"])
     if out["many"]:
-        # Each replica is probed with its own model's name (the one-model watchdog.json stays as it was).
-        out["watchdog_targets"] = [dict(t, model=r["model"]) for t, r in zip(out["watchdog_targets"], api)]
+        # Each replica is probed with its own model's name, by its kind (the one-model watchdog.json stays as it was).
+        out["watchdog_targets"] = [dict(t, model=r["model"], runner=r["runner"])
+                                   for t, r in zip(out["watchdog_targets"], api)]
     out["directories"] = _directories(out, str(host.get("watchdog_textfile_dir") or ""))
     # The flags and environment the image is checked against (the first model's).
     out["vllm_argv"] = out["models"][0]["vllm_argv"]

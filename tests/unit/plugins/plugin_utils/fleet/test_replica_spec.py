@@ -192,7 +192,7 @@ def test_many_models_each_get_their_own_units_ports_flags_and_runner():
     assert [m["name"] for m in spec["models_described"]] == ["qwen", "emb"]
     assert spec["models_described"][1]["replicas"] == [{"name": "emb-0", "port": 8002, "gpus": []}]
     assert [m["model"] for m in spec["edge_members"]] == ["qwen", "emb"]
-    assert [t["model"] for t in spec["watchdog_targets"]] == ["qwen", "emb"]
+    assert [(t["model"], t["runner"]) for t in spec["watchdog_targets"]] == [("qwen", "generate"), ("emb", "pooling")]
 
 
 def test_the_shorthand_keeps_its_replicas_and_records_no_port():
@@ -218,8 +218,13 @@ def test_co_tenants_of_a_gpu_start_one_after_another():
 
 
 def test_many_models_publish_the_first_models_urls_at_the_top_level():
-    serve = {"entries": [{"name": "qwen", "model": "q"}, {"name": "llama", "model": "l"}],
-             "model_paths": {"qwen": "/q", "llama": "/l"}, "first_port": 8001, "cpu_args": {}}
+    serve = {"entries": [{"name": "qwen", "model": "q", "replicas": 2}, {"name": "llama", "model": "l"}],
+             "model_paths": {"qwen": "/q", "llama": "/l"}, "first_port": 8001, "edge_port": 8000, "cpu_args": {}}
     spec = host_spec(host(accelerator="cpu", serve_list=serve), [model()])
-    assert spec["base_urls"] == ["http://127.0.0.1:8001/v1"]
-    assert spec["models_described"][1]["base_urls"] == ["http://127.0.0.1:8002/v1"]
+    # Behind the edge every model is reached on its one client port (it routes by model).
+    assert spec["base_urls"] == ["http://127.0.0.1:8000/v1"]
+    assert spec["models_described"][1]["base_urls"] == ["http://127.0.0.1:8000/v1"]
+    assert [r["ports"]["vllm"] for r in spec["replicas"]] == [18001, 18002, 18003]
+    # Without the edge each replica is its own endpoint.
+    plain = host_spec(host(accelerator="cpu", edge=False, serve_list=serve), [model()])
+    assert plain["models_described"][0]["base_urls"] == ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]
