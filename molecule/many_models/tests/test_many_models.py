@@ -12,8 +12,8 @@ API_KEY = "llmfleet-sentinel-api-key-4f1c"
 SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 with open(os.path.join(SCENARIO, "models.yml")) as fh:
     MODELS = yaml.safe_load(fh)
-# A third model: the tiny Llama again under another served name (its own unit, container and port).
-THIRD = {"name": "tiny-llama-b", "model": "llmfleet-test/tiny-llama", "source": "local", "max_model_len": 256}
+# A third model: the tiny Llama again under another served name (its own unit, container, port and directory).
+THIRD = dict(MODELS["llmfleet_models"][1], name="tiny-llama-b", weights_dir="/srv/llmfleet/models/tiny-llama-b")
 
 
 def _site(extra):
@@ -27,8 +27,8 @@ def _site(extra):
     return run.returncode, run.stdout + run.stderr, time.monotonic() - started
 
 
-def _models(*entries, paths=None):
-    return {"llmfleet_models": list(entries), "model_weights_paths": dict(MODELS["model_weights_paths"], **(paths or {}))}
+def _models(*entries):
+    return {"llmfleet_models": list(entries), "model_weights_paths": MODELS["model_weights_paths"]}
 
 
 def _unchanged(out):
@@ -73,8 +73,7 @@ def test_a_rerun_changes_nothing_and_restarts_nothing(host):
 
 def test_adding_a_model_starts_only_its_unit(host):
     before = {i: _started(host, i) for i in ("tiny-0", "tiny-llama-0")}
-    rc, out, wall = _site(_models(*MODELS["llmfleet_models"], THIRD,
-                                  paths={"tiny-llama-b": MODELS["model_weights_paths"]["tiny-llama"]}))
+    rc, out, wall = _site(_models(*MODELS["llmfleet_models"], THIRD))
     print("adding a model: %.0fs" % wall)
     assert rc == 0, out[-3000:]
     assert {i: _started(host, i) for i in before} == before, "adding a model restarted another"
@@ -84,8 +83,7 @@ def test_adding_a_model_starts_only_its_unit(host):
 
 def test_removing_a_model_removes_its_unit_container_files_and_port_only(host):
     before = {i: _started(host, i) for i in ("tiny-0", "tiny-llama-b-0")}
-    rc, out, wall = _site(_models(MODELS["llmfleet_models"][0], THIRD,
-                                  paths={"tiny-llama-b": MODELS["model_weights_paths"]["tiny-llama"]}))
+    rc, out, wall = _site(_models(MODELS["llmfleet_models"][0], THIRD))
     print("removing a model: %.0fs" % wall)
     assert rc == 0, out[-3000:]
     assert {i: _started(host, i) for i in before} == before, "removing a model restarted another"
