@@ -36,10 +36,10 @@ def replica_files(replicas, config_dir, kinds):
         raise AnsibleFilterError("replica_files: %s" % exc)
 
 
-def instance_paths(names, config_dir):
+def instance_paths(names, config_dir, settings_only=False):
     if not isinstance(names, list):
         raise AnsibleFilterError("instance_paths expects a list of instance names, got %r" % (names,))
-    return SL.instance_paths(names, str(config_dir))
+    return SL.instance_paths([str(n) for n in names], str(config_dir), bool(settings_only))
 
 
 class FilterModule(object):

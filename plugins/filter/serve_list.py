@@ -20,10 +20,16 @@ def cpu_placement(entries):
     return SV.cpu_placement(entries)
 
 
+def stale_instances(recorded, serving, files=None):
+    if not isinstance(recorded, dict):
+        raise AnsibleFilterError("stale_instances expects the port record ({instance: port}), got %r" % (recorded,))
+    return SV.stale_instances(recorded, list(serving or []), dict(files or {}))
+
+
 def failed_models(result):
     return SV.failed_models(result if isinstance(result, dict) else {})
 
 
 class FilterModule:
     def filters(self):
-        return {"cpu_placement": cpu_placement, "failed_models": failed_models}
+        return {"cpu_placement": cpu_placement, "failed_models": failed_models, "stale_instances": stale_instances}

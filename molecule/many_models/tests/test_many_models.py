@@ -111,3 +111,13 @@ def test_back_to_the_one_model_variables_removes_the_lists_instances(host):
     # Beside the two-model re-run's time above: issue #39 item 9's ratio (same host, same run).
     print("no-op re-run with the one model: %.0fs" % wall)
     assert rc == 0 and _unchanged(out), out[-3000:]
+
+
+def test_from_the_one_model_variables_to_a_list_removes_the_shorthands_instance(host):
+    rc, out, wall = _site(_models(*MODELS["llmfleet_models"]))
+    print("from the shorthand to the list: %.0fs" % wall)
+    assert rc == 0, out[-3000:]
+    assert not host.service("llmfleet-vllm@0.service").is_running
+    assert host.run("docker inspect llmfleet-vllm-0").rc != 0
+    assert not host.file("/etc/llmfleet/vllm-0.run").exists
+    assert sorted(_ports(host)) == ["tiny-0", "tiny-llama-0"]

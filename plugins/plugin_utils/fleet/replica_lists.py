@@ -7,7 +7,7 @@
   edge_members(replicas, bind_address, offset)                  the edge's replicas: its port, vLLM's behind it
   watchdog_targets(replicas, health_base, offset, config_dir)   what the watchdog probes for each replica
   replica_files(replicas, config_dir, rendered)                 per-replica files for the config_files module
-  instance_paths(names, config_dir)                             the files of instances that are removed
+  instance_paths(names, config_dir, settings_only)              the files of instances that are removed
 
 replicas: vllm_server_replicas ({name, port, gpus}).
 """
@@ -59,9 +59,12 @@ def replica_files(replicas, config_dir, kinds):
     return files
 
 
-def instance_paths(names, config_dir):
+def instance_paths(names, config_dir, settings_only=False):
     """Every file an instance of ``names`` leaves in config_dir: its settings, run and environment files and their
-    known-good copies (known-good/), for an instance no longer served."""
+    known-good copies (known-good/), for an instance no longer served. settings_only: only each settings file
+    (vllm-<name>.unit.conf, no secret in it), to see which instances the host has."""
+    if settings_only:
+        return [replica_file(config_dir, name, ".unit.conf") for name in names or []]
     paths = []
     for name in names or []:
         for live in sorted(_kinds(str(config_dir), str(name)).values()):

@@ -9,12 +9,15 @@ flags, as replica_spec's ``models`` (pure functions, no I/O).
   cpu_placement(entries)                          llmfleet_placement on the CPU engine: each entry's replicas, no GPU
   list_models(entries, base, serve, accelerator)  replica_spec's models, one per entry
   failed_models(result)                           the models whose replicas a failed loop task failed on
+  stale_instances(recorded, serving, files)       the instances to remove (no longer served)
 
 The host keeps a port record (``<config_dir>/ports.json``, {instance: port}) so that adding or removing a model never
 moves another model's port, unit or container.
 """
 
 from __future__ import annotations
+
+import re
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import instance_name
 
@@ -44,6 +47,19 @@ def assign_ports(instances, recorded, first):
         out[name] = port
         taken.add(port)
     return {name: out[name] for name in wanted}
+
+
+def stale_instances(recorded, serving, files=None):
+    """The instances to remove, sorted: those of the port record (``recorded``: {instance: port}) and those whose
+    settings file (``.../vllm-<instance>.unit.conf``) is among ``files`` ({path: content, None when missing}: the
+    one-model shorthand's, when a list replaced it), that are not in ``serving``."""
+    keep = set(str(i) for i in serving or [])
+    found = set(str(k) for k in dict(recorded or {}))
+    for path, text in dict(files or {}).items():
+        match = re.search(r"/vllm-([^/]+)\.unit\.conf$", str(path))
+        if match and text is not None:
+            found.add(match.group(1))
+    return sorted(found - keep)
 
 
 def _placed(placement, name):

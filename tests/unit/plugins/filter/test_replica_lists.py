@@ -92,3 +92,8 @@ def test_a_removed_instance_leaves_no_file_behind():
                                     "/etc/llmfleet/known-good/vllm-chat-0.env",
                                     "/etc/llmfleet/known-good/vllm-chat-0.unit.conf"])
     assert instance_paths([], "/etc/llmfleet") == []
+
+
+def test_the_settings_file_alone_tells_which_instances_the_host_has():
+    from ansible_collections.llmfleet.vllm.plugins.filter.replica_lists import instance_paths
+    assert instance_paths([0], "/etc/llmfleet", True) == ["/etc/llmfleet/vllm-0.unit.conf"]

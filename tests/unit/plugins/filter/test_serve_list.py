@@ -22,3 +22,9 @@ def test_cpu_placement_refuses_what_is_not_the_checked_list():
 def test_failed_models_takes_any_result():
     assert F["failed_models"]({"results": [{"failed": True, "item": {"model": "m"}}]}) == ["m"]
     assert F["failed_models"]("not a result") == []
+
+
+def test_stale_instances_wants_the_port_record():
+    assert F["stale_instances"]({"a-0": 1}, ["b-0"]) == ["a-0"]
+    with pytest.raises(AnsibleFilterError, match="port record"):
+        F["stale_instances"](["a-0"], [])

@@ -76,3 +76,10 @@ def test_the_models_a_gate_failed_on_come_from_its_failed_items():
                           {"failed": True, "item": {"name": "b-1", "model": "b"}}]}
     assert SV.failed_models(result) == ["b", "c"]
     assert SV.failed_models({"msg": "not a loop"}) == [] and SV.failed_models(None) == []
+
+
+def test_stale_instances_are_the_recorded_and_left_over_ones_no_longer_served():
+    files = {"/etc/llmfleet/vllm-0.unit.conf": "LLMFLEET_HEALTH_URL=x\n", "/etc/llmfleet/vllm-1.unit.conf": None,
+             "/etc/llmfleet/ports.json": "{}"}
+    assert SV.stale_instances({"a-0": 8001, "b-0": 8002}, ["a-0"], files) == ["0", "b-0"]
+    assert SV.stale_instances({}, ["0"], files) == [] and SV.stale_instances(None, [], None) == []
