@@ -34,8 +34,8 @@ def test_cpu_entries_get_their_replicas_context_and_the_hosts_cpu_kv_bytes():
     assert [r["name"] for r in qwen["replicas"]] == ["qwen-0", "qwen-1"]
     assert qwen["args"] == {"kv-cache-memory-bytes": 67108864, "max-model-len": 512}
     assert llama["args"] == {"kv-cache-memory-bytes": 67108864, "max-model-len": 256}
-    assert (llama["path"], llama["env"], llama["args_extra"]) == ("/srv/m/llama", {"A": "1", "B": "2"},
-                                                                 {"enforce-eager": None})
+    assert (llama["path"], llama["env"]) == ("/srv/m/llama", {"A": "1", "B": "2"})
+    assert llama["args_extra"] == {"enforce-eager": None}
     assert qwen["args_extra"] == {"enforce-eager": True} and qwen["shutdown_timeout"] == 60
 
 
