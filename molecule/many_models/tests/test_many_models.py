@@ -10,7 +10,7 @@ import yaml
 
 API_KEY = "llmfleet-sentinel-api-key-4f1c"
 SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-with open(os.path.join(SCENARIO, "models.yml")) as fh:
+with open(os.path.join(SCENARIO, "vars", "models.yml")) as fh:
     MODELS = yaml.safe_load(fh)
 # A third model: the tiny Llama again under another served name (its own unit, container, port and directory).
 THIRD = dict(MODELS["llmfleet_models"][1], name="tiny-llama-b", weights_dir="/srv/llmfleet/models/tiny-llama-b")
