@@ -12,10 +12,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import fleet
 
 
-def fleet_backends(members):
+def fleet_backends(members, by_model=False):
     """Every replica of the serving hosts (members: [{host, address, serving}]) as balancer backends."""
     try:
-        return fleet.fleet_backends(list(members or []))
+        return fleet.fleet_backends(list(members or []), bool(by_model))
     except fleet.FleetError as exc:
         raise AnsibleFilterError("fleet_backends: %s" % exc)
 

@@ -102,6 +102,28 @@ def balancer_config(backends, settings):
             "gate": _gate(settings.get("path_prefixes"), [], settings.get("keys_file", ""), keys)}
 
 
+def edge_route_files(replicas, settings):
+    """The edge's map files when it routes by model ([{path, content}], secret; [] otherwise): its host's models, the
+    keys that may use them, and the replicas' key (the first of api_keys) to forward with."""
+    if not settings.get("route_by_model"):
+        return []
+    keys = [str(k) for k in settings.get("api_keys") or []]
+    models = edge_models(replicas)
+    grants = MR.key_grants(keys, settings.get("model_keys"), [n for m in models for n in m["names"]])
+    return MR.route_files(models, grants, dict(settings, upstream_key=keys[0] if keys else ""))
+
+
+def balancer_route_files(backends, settings):
+    """The fleet balancer's map files when it routes by model ([{path, content}], secret; [] otherwise). Every
+    model a key names must be served somewhere in the fleet."""
+    if not settings.get("route_by_model"):
+        return []
+    models = fleet_models(backends)
+    grants = MR.key_grants([str(k) for k in settings.get("api_keys") or []], settings.get("model_keys"),
+                           [n for m in models for n in m["names"]], True)
+    return MR.route_files(models, grants, dict(settings, upstream_key=""))
+
+
 def api_key_file(api_keys, managed_by):
     """The accepted-keys file: a comment naming who manages it, then "Bearer <key>" per key (HAProxy matches the
     whole Authorization header against these lines)."""
