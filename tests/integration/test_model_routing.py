@@ -52,6 +52,9 @@ def serve(name, port):
             self._send(200, {"served_by": name, "path": self.path})
         def do_POST(self):
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            # A host's edge checks the key: the balancer's health check must carry one.
+            if name.startswith("edge-") and not (self.headers.get("Authorization") or "").startswith("Bearer "):
+                return self._send(401, {"error": "no key"})
             try:
                 model = json.loads(raw).get("model")
             except ValueError:
@@ -128,10 +131,10 @@ FLEET = [
 
 
 def balancer_setup(tmp):
-    files = container_files(["key_ids", "routes", "listings", "names"])
+    files = container_files(["key_ids", "routes", "listings", "names", "upstream"])
     files = dict((kind, path.replace(".map", "-lb.map")) for kind, path in files.items())
     settings = {"path_prefixes": ["/v1/"], "keys_file": "/cfg/lb-keys.lst", "api_keys": [REPLICA_KEY],
-                "check_completion": False, "check_model": "", "route_by_model": True, "max_body_bytes": MAX_BODY,
+                "check_completion": True, "check_model": "", "route_by_model": True, "max_body_bytes": MAX_BODY,
                 "body_timeout": 5, "model_keys": MODEL_KEYS, "files": files}
     values = role_values(loadbalancer_admin_socket="/tmp/lb.sock", loadbalancer_stats_port=8404,
                          loadbalancer_metrics_address="", loadbalancer_served_by_header="X-Served-By",
@@ -143,7 +146,7 @@ def balancer_setup(tmp):
     (tmp / "haproxy.cfg").write_text(text)
     models = [{"name": "alpha", "names": ["alpha", "alpha-lora"]}, {"name": "beta", "names": ["beta"]}]
     grants = MR.key_grants([REPLICA_KEY], MODEL_KEYS, ["alpha", "alpha-lora", "beta"], strict=True)
-    for entry in MR.route_files(models, grants, settings):
+    for entry in MR.route_files(models, grants, dict(settings, upstream_key=REPLICA_KEY)):
         (tmp / Path(entry["path"]).name).write_text(entry["content"])
 
 

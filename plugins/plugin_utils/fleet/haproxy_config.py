@@ -119,9 +119,10 @@ def balancer_route_files(backends, settings):
     if not settings.get("route_by_model"):
         return []
     models = fleet_models(backends)
-    grants = MR.key_grants([str(k) for k in settings.get("api_keys") or []], settings.get("model_keys"),
-                           [n for m in models for n in m["names"]], True)
-    return MR.route_files(models, grants, dict(settings, upstream_key=""))
+    keys = [str(k) for k in settings.get("api_keys") or []]
+    grants = MR.key_grants(keys, settings.get("model_keys"), [n for m in models for n in m["names"]], True)
+    # The health check's key (the first): the checks go through the hosts' edges.
+    return MR.route_files(models, grants, dict(settings, upstream_key=keys[0] if keys else ""))
 
 
 def api_key_file(api_keys, managed_by):
@@ -179,7 +180,9 @@ def _balancer_by_model(backends, settings, keys, check):
     pooling = set(str(b.get("model")) for b in backends if b.get("runner") == "pooling")
     for backend in routing["backends"]:
         backend["servers"] = _model_servers(backends, backend["model"])
-        backend["check"] = dict(check, model=backend["model"],
+        # The check's key comes from the upstream map (root only), not from this configuration.
+        backend["check"] = dict(check, model=backend["model"], authorization="",
                                 completion=check["completion"] and backend["model"] not in pooling)
-    return {"routing": routing, "check": check, "servers": [s for b in routing["backends"] for s in b["servers"]],
+    routing["check_auth"] = bool(keys) and bool(routing["files"].get("upstream"))
+    return {"routing": routing, "check": dict(check, authorization=""), "servers": [s for b in routing["backends"] for s in b["servers"]],
             "gate": _gate(settings.get("path_prefixes"), [], "", [])}

@@ -124,6 +124,9 @@ def test_the_balancer_has_a_backend_per_model_over_the_edges_of_the_hosts_servin
     assert (chat["check"]["completion"], chat["check"]["model"]) == (True, "chat")
     assert (emb["check"]["completion"], emb["check"]["model"]) == (False, "emb")
     assert [s["name"] for s in lb["servers"]] == ["h1-chat", "h2-chat", "h1-emb"]
+    # The checks' key is read from the upstream map, never printed in the configuration.
+    assert lb["routing"]["check_auth"] is True and "first" not in repr(lb)
+    assert balancer_route_files(FLEET, LB)[-1]["content"].endswith("replica Bearer first\n")
     assert fleet_models(FLEET)[0] == {"name": "chat", "names": ["chat", "chat-lora"]}
 
 
