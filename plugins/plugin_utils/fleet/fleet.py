@@ -18,6 +18,7 @@ import json
 import re
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import conventions as CV
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_routing import BACKEND_PREFIX
 
 # The address scopes are the collection's conventions (plugins/module_utils/host_agent/conventions.py).
 LOOPBACK = CV.LOOPBACK
@@ -153,6 +154,28 @@ def fleet_backends(members, by_model=False):
             "host in gpu_nodes the same llmfleet_served_model_name." % "; ".join(
                 "%r on %s" % (n, ", ".join(h)) for n, h in sorted(names.items())))
     return backends
+
+
+def drain_targets(serving, host, backend, by_model=False):
+    """What a drain takes out of each balancer for one serving host: [{backend, server}]. One model: each replica in
+    backend (its server <host>-<replica>). Routing by model: in each of the host's models' backends
+    (llmfleet_model_<name>), the host's edge (server <host>-<model>), as balancer_config names them."""
+    serving = serving or {}
+    if not by_model:
+        return [{"backend": backend, "server": server_name(host, r.get("name"))} for r in serving.get("replicas") or []]
+    names = [str(m.get("name")) for m in serving.get("models") or []] or [str(serving.get("served_model_name") or "")]
+    return [{"backend": BACKEND_PREFIX + n, "server": server_name(host, n)} for n in names if n]
+
+
+def drain_replicas(serving):
+    """Every replica of a serving.json whose in-flight requests a drain waits for: the top-level ones and, with many
+    models, each model's, each once."""
+    out = []
+    for replica in list((serving or {}).get("replicas") or []) + [
+            r for m in (serving or {}).get("models") or [] for r in m.get("replicas") or []]:
+        if replica.get("name") not in [r.get("name") for r in out]:
+            out.append(replica)
+    return out
 
 
 def address_port(address, port):

@@ -222,3 +222,20 @@ def test_a_group_over_two_hosts_is_one_member_the_leader():
         {"host": "gpu3", "address": "10.0.0.3", "serving": serving(["http://10.0.0.3:8000/v1"], [8000], bind="10.0.0.3")},
     ])
     assert [b["name"] for b in backends] == ["gpu1-0", "gpu3-0"]
+
+
+def test_a_drain_takes_each_replica_out_of_the_one_backend_or_the_hosts_edge_out_of_each_models_backend():
+    assert fleet.drain_targets(MANY, "gpu1", "llmfleet_vllm") == [
+        {"backend": "llmfleet_vllm", "server": "gpu1-chat-0"}, {"backend": "llmfleet_vllm", "server": "gpu1-emb-0"}]
+    assert fleet.drain_targets(MANY, "gpu1", "llmfleet_vllm", by_model=True) == [
+        {"backend": "llmfleet_model_chat", "server": "gpu1-chat"}, {"backend": "llmfleet_model_emb", "server": "gpu1-emb"}]
+    # A host still described as one model, behind a balancer that routes by model: its model's backend.
+    one = {"served_model_name": "tiny", "replicas": [{"name": "0", "port": 8000}]}
+    assert fleet.drain_targets(one, "gpu2", "llmfleet_vllm", by_model=True) == [
+        {"backend": "llmfleet_model_tiny", "server": "gpu2-tiny"}]
+
+
+def test_a_drain_waits_for_every_models_replicas_once():
+    serving = dict(MANY, replicas=MANY["replicas"][:1])
+    assert [r["name"] for r in fleet.drain_replicas(serving)] == ["chat-0", "emb-0"]
+    assert fleet.drain_replicas({"replicas": [{"name": "0"}]}) == [{"name": "0"}]
