@@ -313,3 +313,13 @@ def test_no_key_reaches_the_rendered_configuration(proxies):
         text = (proxies["dir"] / cfg).read_text()
         for key in (REPLICA_KEY, FULL_KEY, BETA_KEY, LORA_KEY):
             assert key not in text
+
+
+def test_prometheus_reaches_each_replicas_metrics_by_name_on_the_one_port(proxies):
+    status, doc, _ = request(proxies["edge"], "GET", "/metrics?replica=beta-0", key=BETA_KEY)
+    assert (status, doc["served_by"], doc["path"]) == (200, "beta-0", "/metrics?replica=beta-0")
+    assert request(proxies["edge"], "GET", "/metrics?replica=alpha-1", key=FULL_KEY)[1]["served_by"] == "alpha-1"
+    for path in ("/metrics", "/metrics?replica=nope"):
+        status, doc, _ = request(proxies["edge"], "GET", path, key=FULL_KEY)
+        assert status == 400 and "alpha-0, alpha-1, beta-0" in doc["error"]["message"]
+    assert request(proxies["edge"], "GET", "/metrics?replica=beta-0")[0] == 401

@@ -82,6 +82,10 @@ def _edge_by_model(replicas, settings, keys, addresses):
     for backend in routing["backends"]:
         backend["servers"] = [{"name": "replica_%s" % r["name"], "address": address_port(r["address"], r["backend_port"])}
                               for r in replicas if str(r["model"]) == backend["model"]]
+    # Prometheus scrapes each replica as GET /metrics?replica=<instance> (vLLM's metrics run no model).
+    routing["metrics_replicas"] = [{"replica": str(r["name"]), "backend": "llmfleet_replica_%s" % r["name"],
+                                    "server": "replica_%s" % r["name"],
+                                    "address": address_port(r["address"], r["backend_port"])} for r in replicas]
     return {"frontend": {"name": "llmfleet_edge", "bind": address_port(str(settings["bind_address"]),
                                                                         settings["client_port"])},
             "replica_addresses": addresses, "routing": routing, "upstream_auth": bool(keys),

@@ -83,6 +83,9 @@ def test_routing_by_model_gives_the_edge_one_frontend_and_a_backend_per_model():
     # The key is checked through the routing's map of key hashes; no public path is forwarded to one replica.
     assert cfg["gate"] == {"prefixes": ["/v1/", "/metrics"], "public_paths": [], "keys_file": ""}
     assert cfg["upstream_auth"] is True and "listens" not in cfg
+    # Each replica's /metrics stays reachable on the one port, by its instance name (Prometheus).
+    assert cfg["routing"]["metrics_replicas"][1] == {"replica": "emb-0", "backend": "llmfleet_replica_emb-0",
+                                                     "server": "replica_emb-0", "address": "127.0.0.1:18001"}
     assert edge_models(MEMBERS) == [{"name": "chat", "names": ["chat", "chat-lora"]}, {"name": "emb", "names": ["emb"]}]
 
 
