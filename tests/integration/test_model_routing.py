@@ -34,42 +34,7 @@ FULL_KEY = "full-key-1"
 BETA_KEY = "beta-only-key"
 LORA_KEY = "lora-only-key"
 
-# The stand-in replicas: one per port, named by argv ("name:port ...").
-STANDIN = r'''
-import json, sys, threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-def serve(name, port):
-    class H(BaseHTTPRequestHandler):
-        def _send(self, code, doc):
-            body = json.dumps(doc).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        def do_GET(self):
-            self._send(200, {"served_by": name, "path": self.path})
-        def do_POST(self):
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            # A host's edge checks the key: the balancer's health check must carry one.
-            if name.startswith("edge-") and not (self.headers.get("Authorization") or "").startswith("Bearer "):
-                return self._send(401, {"error": "no key"})
-            try:
-                model = json.loads(raw).get("model")
-            except ValueError:
-                model = None
-            self._send(200, {"served_by": name, "model": model, "bytes": len(raw),
-                             "authorization": self.headers.get("Authorization")})
-        def log_message(self, *args):
-            pass
-    ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-
-for spec in sys.argv[1:]:
-    name, port = spec.split(":")
-    threading.Thread(target=serve, args=(name, int(port)), daemon=True).start()
-threading.Event().wait()
-'''
+STANDIN = Path(__file__).resolve().parent / "standin_replicas.py"
 
 pytestmark = pytest.mark.skipif(not shutil.which("docker"), reason="needs Docker (the test bed)")
 
@@ -158,7 +123,7 @@ def proxies(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("haproxy")
     edge_setup(tmp)
     balancer_setup(tmp)
-    (tmp / "standin.py").write_text(STANDIN)
+    shutil.copy(STANDIN, tmp / "standin.py")
     os.chmod(tmp, 0o755)
     name = "llmfleet-routing-%s" % uuid.uuid4().hex[:8]
     script = ("python3 /cfg/standin.py alpha-0:18000 alpha-1:18001 beta-0:18002 edge-h1:28001 edge-h2:28002 & "

@@ -22,30 +22,8 @@ IMAGE = os.environ.get("MOLECULE_HOST_IMAGE", "")
 KEYS = {"replica": "replica-secret-5b1e", "full": "full-key-77c2", "beta": "beta-only-key-90ad"}
 pytestmark = pytest.mark.skipif(not IMAGE, reason="needs the test bed (MOLECULE_HOST_IMAGE)")
 
-STANDIN = r'''
-import json, sys, threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-def serve(name, port):
-    class H(BaseHTTPRequestHandler):
-        def _send(self, doc):
-            body = json.dumps(doc).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        def do_GET(self):
-            self._send({"served_by": name})
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self._send({"served_by": name, "authorization": self.headers.get("Authorization")})
-        def log_message(self, *args):
-            pass
-    ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-for spec in sys.argv[1:]:
-    name, port = spec.split(":")
-    threading.Thread(target=serve, args=(name, int(port)), daemon=True).start()
-threading.Event().wait()
-'''
+# The stand-in replicas (TEST DOUBLE): tests/integration/standin_replicas.py.
+STANDIN = Path(__file__).resolve().parent / "standin_replicas.py"
 
 PLAYS = """
 - name: Routing by model on one host (edge, balancer, drain)
@@ -124,7 +102,8 @@ def host(tmp_path_factory):
             if sh(name, "systemctl is-system-running", check=False).stdout.strip() in ("running", "degraded"):
                 break
             time.sleep(1)
-        sh(name, "mkdir -p /etc/llmfleet && cat > /root/standin.py <<'PY'\n%sPY" % STANDIN)
+        sh(name, "mkdir -p /etc/llmfleet")
+        subprocess.run(["docker", "cp", str(STANDIN), "%s:/root/standin.py" % name], check=True, capture_output=True)
         subprocess.run(["docker", "exec", "-d", name, "python3", "/root/standin.py", "alpha-0:18000", "beta-0:18001"],
                        check=True)
         first, _ = playbook(name, tmp, "serve")
@@ -146,7 +125,8 @@ def test_the_role_routes_by_model_on_the_edge_and_the_balancer(host):
         assert [m["id"] for m in models["data"]] == ["beta"]
         answer = curl(host["name"], "http://127.0.0.1:%d/v1/chat/completions" % port, KEYS["full"],
                       {"messages": [], "model": "alpha-lora"})
-        assert answer == {"served_by": "alpha-0", "authorization": "Bearer %s" % KEYS["replica"]}
+        assert (answer["served_by"], answer["model"], answer["authorization"]) == (
+            "alpha-0", "alpha-lora", "Bearer %s" % KEYS["replica"])
         refused = curl(host["name"], "http://127.0.0.1:%d/v1/chat/completions" % port, KEYS["beta"], {"model": "alpha"})
         assert refused["error"]["code"] == 403
 
