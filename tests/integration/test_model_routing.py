@@ -24,8 +24,8 @@ import yaml
 TOP = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(TOP / "collections"))
 
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import model_routing as MR
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.haproxy_config import balancer_config, edge_config
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.haproxy_config import (  # noqa: E402
+    balancer_config, balancer_route_files, edge_config, edge_route_files)
 
 ROLE = TOP / "roles" / "loadbalancer"
 MAX_BODY = 262144
@@ -67,6 +67,8 @@ EDGE_MEMBERS = [
     {"name": "alpha-1", "model": "alpha", "adapters": ["alpha-lora"], "port": 8001, "address": "127.0.0.1",
      "backend_port": 18001},
     {"name": "beta-0", "model": "beta", "port": 8002, "address": "127.0.0.1", "backend_port": 18002},
+    # A model whose replica is down (no stand-in listens there).
+    {"name": "gamma-0", "model": "gamma", "port": 8003, "address": "127.0.0.1", "backend_port": 18009},
 ]
 
 
@@ -79,11 +81,8 @@ def edge_setup(tmp):
     values = role_values(loadbalancer_edge_admin_socket="/tmp/edge.sock", loadbalancer_check_interval_ms=500)
     values["__loadbalancer_edge"] = edge_config(EDGE_MEMBERS, settings)
     (tmp / "edge.cfg").write_text(render("edge.cfg.j2", values))
-    models = [{"name": "alpha", "names": ["alpha", "alpha-lora"]}, {"name": "beta", "names": ["beta"]}]
-    grants = MR.key_grants([REPLICA_KEY], MODEL_KEYS, ["alpha", "alpha-lora", "beta"])
-    for entry in MR.route_files(models, grants, dict(settings, upstream_key=REPLICA_KEY)):
+    for entry in edge_route_files(EDGE_MEMBERS, settings):
         (tmp / Path(entry["path"]).name).write_text(entry["content"])
-
 
 # The balancer: model alpha on hosts h1 and h2, beta on h1 only; each host's "edge" is a stand-in.
 FLEET = [
@@ -109,11 +108,8 @@ def balancer_setup(tmp):
     # In the container: no chroot, no syslog socket, in the foreground (the role's service runs it as Debian's unit).
     text = text.replace("    chroot /var/lib/haproxy\n", "").replace("    daemon\n", "")
     (tmp / "haproxy.cfg").write_text(text)
-    models = [{"name": "alpha", "names": ["alpha", "alpha-lora"]}, {"name": "beta", "names": ["beta"]}]
-    grants = MR.key_grants([REPLICA_KEY], MODEL_KEYS, ["alpha", "alpha-lora", "beta"], strict=True)
-    for entry in MR.route_files(models, grants, dict(settings, upstream_key=REPLICA_KEY)):
+    for entry in balancer_route_files(FLEET, settings):
         (tmp / Path(entry["path"]).name).write_text(entry["content"])
-
 
 @pytest.fixture(scope="module")
 def proxies(tmp_path_factory):
@@ -146,7 +142,8 @@ def proxies(tmp_path_factory):
 def wait_healthy(name, ports):
     for _ in range(60):
         try:
-            if all(request(ports[p], "GET", "/health")[0] == 200 for p in (8000, 8080)):
+            if all(request(ports[p], "GET", path)[0] == 200 for p, path in (
+                    (8000, "/health?model=alpha"), (8000, "/health?model=beta"), (8080, "/health"))):
                 return
         except (OSError, IndexError):
             pass
@@ -225,9 +222,10 @@ def model_ids(doc):
 
 
 def test_v1_models_lists_what_each_key_may_use(proxies):
-    for base in (proxies["edge"], proxies["balancer"]):
+    for base, served in ((proxies["edge"], ["alpha", "alpha-lora", "beta", "gamma"]),
+                         (proxies["balancer"], ["alpha", "alpha-lora", "beta"])):
         status, doc, _ = request(base, "GET", "/v1/models", key=FULL_KEY)
-        assert status == 200 and doc["object"] == "list" and model_ids(doc) == ["alpha", "alpha-lora", "beta"]
+        assert status == 200 and doc["object"] == "list" and model_ids(doc) == served
         assert model_ids(request(base, "GET", "/v1/models", key=BETA_KEY)[1]) == ["beta"]
         assert model_ids(request(base, "GET", "/v1/models", key=LORA_KEY)[1]) == ["alpha-lora"]
         assert request(base, "GET", "/v1/models", key="not-a-key")[0] == 401
@@ -236,9 +234,9 @@ def test_v1_models_lists_what_each_key_may_use(proxies):
 
 def test_an_unknown_model_gets_an_openai_404_naming_the_keys_models(proxies):
     for base in (proxies["edge"], proxies["balancer"]):
-        status, doc, _ = request(base, "POST", "/v1/chat/completions", chat("gamma"), key=BETA_KEY)
+        status, doc, _ = request(base, "POST", "/v1/chat/completions", chat("delta"), key=BETA_KEY)
         assert status == 404 and doc["error"]["type"] == "NotFoundError" and doc["error"]["code"] == 404
-        assert "`gamma`" in doc["error"]["message"] and doc["error"]["message"].endswith("may use: beta.")
+        assert "`delta`" in doc["error"]["message"] and doc["error"]["message"].endswith("may use: beta.")
         # A name with JSON's special characters comes back escaped: the answer stays JSON.
         status, doc, _ = request(base, "POST", "/v1/completions", {"model": 'x"}\\', "prompt": "p"}, key=FULL_KEY)
         assert status == 404 and "alpha, alpha-lora, beta" in doc["error"]["message"]
@@ -288,3 +286,16 @@ def test_prometheus_reaches_each_replicas_metrics_by_name_on_the_one_port(proxie
         status, doc, _ = request(proxies["edge"], "GET", path, key=FULL_KEY)
         assert status == 400 and "alpha-0, alpha-1, beta-0" in doc["error"]["message"]
     assert request(proxies["edge"], "GET", "/metrics?replica=beta-0")[0] == 401
+
+
+
+def test_a_model_whose_replicas_are_down_is_answered_503_and_named_by_the_edges_health(proxies):
+    for _ in range(40):  # until the edge's checks have marked gamma-0 DOWN
+        if request(proxies["edge"], "GET", "/health?model=gamma")[0] == 503:
+            break
+        time.sleep(0.25)
+    assert request(proxies["edge"], "GET", "/health?model=gamma")[:2] == (503, "no replica up")
+    assert request(proxies["edge"], "GET", "/health?model=beta")[:2] == (200, "ok")
+    assert request(proxies["edge"], "GET", "/health")[0] == 503  # not every model has a replica up
+    # Never another model's replicas.
+    assert request(proxies["edge"], "POST", "/v1/chat/completions", chat("gamma"), key=FULL_KEY)[0] == 503

@@ -86,8 +86,8 @@ def _edge_by_model(replicas, settings, keys, addresses):
     routing["metrics_replicas"] = [{"replica": str(r["name"]), "backend": "llmfleet_replica_%s" % r["name"],
                                     "server": "replica_%s" % r["name"],
                                     "address": address_port(r["address"], r["backend_port"])} for r in replicas]
-    return {"frontend": {"name": "llmfleet_edge", "bind": address_port(str(settings["bind_address"]),
-                                                                        settings["client_port"])},
+    bind = address_port(str(settings["bind_address"]), settings["client_port"])
+    return {"frontend": {"name": "llmfleet_edge", "bind": bind},
             "replica_addresses": addresses, "routing": routing, "upstream_auth": bool(keys),
             # The key is checked by the routing (its map of key hashes), not by the gate's list.
             "gate": _gate(settings.get("path_prefixes"), [], "", [])}
