@@ -51,6 +51,10 @@ def balancer_route_files(backends, settings):
     return _routed(HC.balancer_route_files, "balancer_route_files", backends, settings, ("name", "address", "port"))
 
 
+def model_key_problems(model_keys):
+    return MR.key_problems(model_keys)
+
+
 def api_key_file(api_keys, managed_by):
     return HC.api_key_file(list(api_keys or []), str(managed_by))
 
@@ -67,4 +71,5 @@ class FilterModule(object):
     def filters(self):
         return {"edge_haproxy": edge_haproxy, "balancer_haproxy": balancer_haproxy, "api_key_file": api_key_file,
                 "edge_route_files": edge_route_files, "balancer_route_files": balancer_route_files,
+                "model_key_problems": model_key_problems,
                 "haproxy_all_up": haproxy_all_up, "vllm_running_requests": vllm_running_requests}

@@ -7,6 +7,7 @@
   key_grants(api_keys, model_keys, names, strict)   who may use what: [{id, key, models}] (ids k0, k1, ...)
   model_routes(models, grants, settings)            what the HAProxy configuration prints (no key material)
   route_files(models, grants, settings)             the map files HAProxy reads (secret: 0600, never logged)
+  key_problems(model_keys)                          what is wrong with llmfleet_api_keys before anything runs
 
 models: [{name, names}] - a served model and every name that reaches its replicas (the model's own and its LoRA
 adapters'). Used by the edge and the fleet balancer alike (haproxy_config.py); the role's model_routing.cfg.j2 prints
@@ -76,6 +77,17 @@ def key_grants(api_keys, model_keys, names, strict=False):
         allowed = _grant_models(entry, where, names, strict)
         grants[key] = [n for n in names if n in grants[key] or n in allowed]
     return [{"id": "k%d" % i, "key": key, "models": grants[key]} for i, key in enumerate(order)]
+
+
+def key_problems(model_keys):
+    """What is wrong with llmfleet_api_keys on its own (before any model is known): one sentence, or none."""
+    if model_keys is not None and not isinstance(model_keys, list):
+        return ["llmfleet_api_keys must be a list of {key, models}, got a %s." % type(model_keys).__name__]
+    try:
+        key_grants([], model_keys, [])
+    except RoutingError as exc:
+        return [str(exc)]
+    return []
 
 
 def _checked_models(models):

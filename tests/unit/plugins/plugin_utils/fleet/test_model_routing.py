@@ -83,3 +83,12 @@ def test_names_that_clash_or_cannot_be_map_keys_and_too_small_a_body_limit_are_r
         MR.model_routes([{"name": "a b"}], [], SETTINGS)
     with pytest.raises(MR.RoutingError, match="loadbalancer_max_body_bytes must be at least 65536"):
         MR.model_routes(MODELS, [], dict(SETTINGS, max_body_bytes=16384))
+
+
+def test_key_problems_name_the_entry_and_never_the_key():
+    assert MR.key_problems(None) == [] and MR.key_problems([{"key": "k", "models": ["a"]}]) == []
+    problems = MR.key_problems([{"key": "ok"}, {"key": "sec ret", "models": ["a"]}])
+    assert problems == ["llmfleet_api_keys[1]: an API key cannot hold spaces or commas (HAProxy matches the whole "
+                        "header)."]
+    assert "sec ret" not in problems[0]
+    assert MR.key_problems({"key": "k"}) == ["llmfleet_api_keys must be a list of {key, models}, got a dict."]
