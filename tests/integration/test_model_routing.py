@@ -131,16 +131,17 @@ def proxies(tmp_path_factory):
     try:
         ports = {}
         for port in (8000, 8080):
-            out = subprocess.run(["docker", "port", name, "%d/tcp" % port], capture_output=True, text=True).stdout
+            out = subprocess.run(["docker", "port", name, "%d/tcp" % port], capture_output=True, text=True,
+                                 check=False).stdout
             ports[port] = "http://%s" % out.split()[0] if out.strip() else ""
         wait_healthy(name, ports)
         yield {"edge": ports[8000], "balancer": ports[8080], "dir": tmp}
     finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
 
 
 def wait_healthy(name, ports):
-    for _ in range(60):
+    for attempt in range(60):
         try:
             if all(request(ports[p], "GET", path)[0] == 200 for p, path in (
                     (8000, "/health?model=alpha"), (8000, "/health?model=beta"), (8080, "/health"))):
@@ -148,7 +149,7 @@ def wait_healthy(name, ports):
         except (OSError, IndexError):
             pass
         time.sleep(0.5)
-    logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True)
+    logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True, check=False)
     pytest.fail("HAProxy did not come up: %s %s" % (logs.stdout[-3000:], logs.stderr[-3000:]))
 
 
@@ -167,6 +168,11 @@ def request(base, method, path, body=None, key=None, raw=None, headers=None):
         return exc.code, parsed(exc.read()), exc.headers
 
 
+def answer(*args, **kwargs):
+    """request's status and document."""
+    return request(*args, **kwargs)[:2]
+
+
 def parsed(text):
     """A JSON answer as data; anything else (a plain-text /health) as text."""
     return json.loads(text) if text.startswith(b"{") else text.decode()
@@ -180,14 +186,14 @@ def chat(model, prompt="hi", first=False):
 
 def test_the_edge_routes_each_request_to_its_models_replicas_with_the_replicas_key(proxies):
     seen = set()
-    for _ in range(6):
-        status, doc, _ = request(proxies["edge"], "POST", "/v1/chat/completions", chat("alpha"), key=FULL_KEY)
+    for attempt in range(6):
+        status, doc = answer(proxies["edge"], "POST", "/v1/chat/completions", chat("alpha"), key=FULL_KEY)
         assert status == 200 and doc["served_by"] in ("alpha-0", "alpha-1"), doc
         # The client's key was accepted at the edge; the replica gets the one key vLLM checks.
         assert doc["authorization"] == "Bearer %s" % REPLICA_KEY
-    status, doc, _ = request(proxies["edge"], "POST", "/v1/completions", {"prompt": "x", "model": "beta"}, key=FULL_KEY)
+    status, doc = answer(proxies["edge"], "POST", "/v1/completions", {"prompt": "x", "model": "beta"}, key=FULL_KEY)
     assert (status, doc["served_by"], doc["model"]) == (200, "beta-0", "beta")
-    for _ in range(4):
+    for attempt in range(4):
         seen.add(request(proxies["edge"], "POST", "/v1/chat/completions", chat("alpha-lora", prompt=uuid.uuid4().hex),
                          key=FULL_KEY)[1]["served_by"])
     assert seen <= {"alpha-0", "alpha-1"}  # an adapter goes to its base model's replicas
@@ -196,16 +202,16 @@ def test_the_edge_routes_each_request_to_its_models_replicas_with_the_replicas_k
 def test_the_model_after_a_64_kib_prompt_is_still_found(proxies):
     prompt = "z" * (96 * 1024)
     for model, standins in (("beta", {"beta-0"}), ("alpha", {"alpha-0", "alpha-1"})):
-        status, doc, _ = request(proxies["edge"], "POST", "/v1/chat/completions", chat(model, prompt), key=FULL_KEY)
+        status, doc = answer(proxies["edge"], "POST", "/v1/chat/completions", chat(model, prompt), key=FULL_KEY)
         assert status == 200 and doc["served_by"] in standins and doc["bytes"] > 96 * 1024, doc
-        status, doc, _ = request(proxies["balancer"], "POST", "/v1/chat/completions", chat(model, prompt), key=FULL_KEY)
+        status, doc = answer(proxies["balancer"], "POST", "/v1/chat/completions", chat(model, prompt), key=FULL_KEY)
         assert status == 200 and doc["model"] == model, doc
 
 
 def test_a_body_over_the_limit_gets_413_never_a_route(proxies):
     body = json.dumps(chat("beta", "y" * (MAX_BODY + 10))).encode()
     for base in (proxies["edge"], proxies["balancer"]):
-        status, doc, _ = request(base, "POST", "/v1/chat/completions", raw=body, key=FULL_KEY)
+        status, doc = answer(base, "POST", "/v1/chat/completions", raw=body, key=FULL_KEY)
         assert status == 413 and "%d bytes" % MAX_BODY in doc["error"]["message"], doc
     # Without a Content-Length (chunked): refused once the buffer holds more than the limit.
     chunks = iter([body[i:i + 65536] for i in range(0, len(body), 65536)])
@@ -224,7 +230,7 @@ def model_ids(doc):
 def test_v1_models_lists_what_each_key_may_use(proxies):
     for base, served in ((proxies["edge"], ["alpha", "alpha-lora", "beta", "gamma"]),
                          (proxies["balancer"], ["alpha", "alpha-lora", "beta"])):
-        status, doc, _ = request(base, "GET", "/v1/models", key=FULL_KEY)
+        status, doc = answer(base, "GET", "/v1/models", key=FULL_KEY)
         assert status == 200 and doc["object"] == "list" and model_ids(doc) == served
         assert model_ids(request(base, "GET", "/v1/models", key=BETA_KEY)[1]) == ["beta"]
         assert model_ids(request(base, "GET", "/v1/models", key=LORA_KEY)[1]) == ["alpha-lora"]
@@ -234,40 +240,40 @@ def test_v1_models_lists_what_each_key_may_use(proxies):
 
 def test_an_unknown_model_gets_an_openai_404_naming_the_keys_models(proxies):
     for base in (proxies["edge"], proxies["balancer"]):
-        status, doc, _ = request(base, "POST", "/v1/chat/completions", chat("delta"), key=BETA_KEY)
+        status, doc = answer(base, "POST", "/v1/chat/completions", chat("delta"), key=BETA_KEY)
         assert status == 404 and doc["error"]["type"] == "NotFoundError" and doc["error"]["code"] == 404
         assert "`delta`" in doc["error"]["message"] and doc["error"]["message"].endswith("may use: beta.")
         # A name with JSON's special characters comes back escaped: the answer stays JSON.
-        status, doc, _ = request(base, "POST", "/v1/completions", {"model": 'x"}\\', "prompt": "p"}, key=FULL_KEY)
+        status, doc = answer(base, "POST", "/v1/completions", {"model": 'x"}\\', "prompt": "p"}, key=FULL_KEY)
         assert status == 404 and "alpha, alpha-lora, beta" in doc["error"]["message"]
-        status, doc, _ = request(base, "POST", "/v1/completions", {"prompt": "p"}, key=FULL_KEY)
+        status, doc = answer(base, "POST", "/v1/completions", {"prompt": "p"}, key=FULL_KEY)
         assert status == 400 and doc["error"]["param"] == "model"
 
 
 def test_a_limited_key_is_refused_for_other_models_even_on_a_shared_backend(proxies):
     for base in (proxies["edge"], proxies["balancer"]):
         assert request(base, "POST", "/v1/chat/completions", chat("beta"), key=BETA_KEY)[1]["model"] == "beta"
-        status, doc, _ = request(base, "POST", "/v1/chat/completions", chat("alpha"), key=BETA_KEY)
+        status, doc = answer(base, "POST", "/v1/chat/completions", chat("alpha"), key=BETA_KEY)
         assert status == 403 and doc["error"]["message"].endswith("may use: beta.")
         # alpha-lora runs on alpha's replicas: its key still does not reach alpha itself.
         assert request(base, "POST", "/v1/chat/completions", chat("alpha-lora"), key=LORA_KEY)[0] == 200
         assert request(base, "POST", "/v1/chat/completions", chat("alpha"), key=LORA_KEY)[0] == 403
         # Nor by naming "model" twice (HAProxy reads the first, vLLM the last).
         raw = b'{"model": "alpha-lora", "messages": [{"role": "user", "content": "x"}], "model": "alpha"}'
-        status, doc, _ = request(base, "POST", "/v1/chat/completions", raw=raw, key=LORA_KEY)
+        status, doc = answer(base, "POST", "/v1/chat/completions", raw=raw, key=LORA_KEY)
         assert status == 400 and "more than once" in doc["error"]["message"]
 
 
 def test_the_balancer_sends_a_model_only_to_the_hosts_that_serve_it(proxies):
     beta = {request(proxies["balancer"], "POST", "/v1/completions", {"prompt": uuid.uuid4().hex, "model": "beta"},
-                    key=FULL_KEY)[1]["served_by"] for _ in range(12)}
+                    key=FULL_KEY)[1]["served_by"] for attempt in range(12)}
     alpha = {request(proxies["balancer"], "POST", "/v1/completions", {"prompt": uuid.uuid4().hex, "model": "alpha"},
-                     key=FULL_KEY)[1]["served_by"] for _ in range(24)}
+                     key=FULL_KEY)[1]["served_by"] for attempt in range(24)}
     assert beta == {"edge-h1"}
     assert alpha == {"edge-h1", "edge-h2"}  # prefix-aware hashing spreads distinct prompts over alpha's hosts
     # The same conversation stays on one host (its prefix cache).
     same = {request(proxies["balancer"], "POST", "/v1/chat/completions", chat("alpha", "one conversation"),
-                    key=FULL_KEY)[2].get("X-Served-By") for _ in range(5)}
+                    key=FULL_KEY)[2].get("X-Served-By") for attempt in range(5)}
     assert len(same) == 1 and same <= {"h1-alpha", "h2-alpha"}
 
 
@@ -279,18 +285,18 @@ def test_no_key_reaches_the_rendered_configuration(proxies):
 
 
 def test_prometheus_reaches_each_replicas_metrics_by_name_on_the_one_port(proxies):
-    status, doc, _ = request(proxies["edge"], "GET", "/metrics?replica=beta-0", key=BETA_KEY)
+    status, doc = answer(proxies["edge"], "GET", "/metrics?replica=beta-0", key=BETA_KEY)
     assert (status, doc["served_by"], doc["path"]) == (200, "beta-0", "/metrics?replica=beta-0")
     assert request(proxies["edge"], "GET", "/metrics?replica=alpha-1", key=FULL_KEY)[1]["served_by"] == "alpha-1"
     for path in ("/metrics", "/metrics?replica=nope"):
-        status, doc, _ = request(proxies["edge"], "GET", path, key=FULL_KEY)
+        status, doc = answer(proxies["edge"], "GET", path, key=FULL_KEY)
         assert status == 400 and "alpha-0, alpha-1, beta-0" in doc["error"]["message"]
     assert request(proxies["edge"], "GET", "/metrics?replica=beta-0")[0] == 401
 
 
 
 def test_a_model_whose_replicas_are_down_is_answered_503_and_named_by_the_edges_health(proxies):
-    for _ in range(40):  # until the edge's checks have marked gamma-0 DOWN
+    for attempt in range(40):  # until the edge's checks have marked gamma-0 DOWN
         if request(proxies["edge"], "GET", "/health?model=gamma")[0] == 503:
             break
         time.sleep(0.25)

@@ -82,7 +82,8 @@ def playbook(name, tmp, step):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(TOP / "collections"), ANSIBLE_CONFIG=str(TOP / "ansible.cfg"),
                PATH="%s:%s" % (TOP / ".venv" / "bin", os.environ.get("PATH", "")))
     result = subprocess.run(["ansible-playbook", "-i", "%s," % name, "-c", "community.docker.docker", "-e",
-                             "step=%s" % step, str(tmp / "play.yml")], capture_output=True, text=True, env=env)
+                             "step=%s" % step, str(tmp / "play.yml")], capture_output=True, text=True, env=env,
+                            check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     recap = re.search(r"ok=\d+\s+changed=(\d+)", result.stdout)
     return int(recap.group(1)), result.stdout
@@ -98,7 +99,7 @@ def host(tmp_path_factory):
                     "--security-opt", "seccomp=unconfined", IMAGE, "/lib/systemd/systemd"], check=True,
                    capture_output=True)
     try:
-        for _ in range(30):
+        for attempt in range(30):
             if sh(name, "systemctl is-system-running", check=False).stdout.strip() in ("running", "degraded"):
                 break
             time.sleep(1)
@@ -106,10 +107,10 @@ def host(tmp_path_factory):
         subprocess.run(["docker", "cp", str(STANDIN), "%s:/root/standin.py" % name], check=True, capture_output=True)
         subprocess.run(["docker", "exec", "-d", name, "python3", "/root/standin.py", "alpha-0:18000", "beta-0:18001"],
                        check=True)
-        first, _ = playbook(name, tmp, "serve")
+        first = playbook(name, tmp, "serve")[0]
         yield {"name": name, "tmp": tmp, "first_changed": first}
     finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
 
 
 def curl(name, url, key, body=None):
