@@ -22,7 +22,7 @@ engines starting together on one GPU mis-size each other. A hung replica whose G
 this run, or still starting from an earlier one, waits for a later run (restart_turns).
 
 Config (written by the vllm_server role): {"replicas": [{"name", "url", "unit", "container", "env_file", and on
-a host of several models "model" and "gpus"}], "model", "timeout", "failures", "textfile", "state", "diagnose": true}
+a host of several models "model", "gpus" and "runner" (generate or pooling)}], "model", "timeout", "failures", "textfile", "state", "diagnose": true}
 """
 
 from __future__ import absolute_import, division, print_function
@@ -69,25 +69,35 @@ def progress(url, timeout):
     return total
 
 
+# What each kind of engine is asked (the replica's runner): a path, the request, the key its answer must carry.
+# A pooling model (embeddings, scores) generates nothing: vLLM's generic /pooling runs one input through it.
+PROBES = {
+    "generate": ("/v1/completions", {"prompt": "ping", "max_tokens": 1, "temperature": 0}, "choices"),
+    "pooling": ("/pooling", {"input": "ping"}, "data"),
+}
+
+
 def probe(replica, model, timeout):
-    """{ok, seconds, reason, busy}: one 1-token completion against the replica itself."""
+    """{ok, seconds, reason, busy}: one 1-token completion (a pooling model: one pooled input) against the replica
+    itself."""
     url = replica["url"]
     before = progress(url, min(timeout, 5))
-    body = json.dumps({"model": model, "prompt": "ping", "max_tokens": 1, "temperature": 0}).encode()
+    path, request_body, answer_key = PROBES.get(replica.get("runner") or "generate", PROBES["generate"])
+    body = json.dumps(dict(request_body, model=model)).encode()
     headers = {"Content-Type": "application/json"}
     key = api_key(replica.get("env_file", ""))
     if key:
         headers["Authorization"] = "Bearer " + key
-    request = urllib.request.Request(url + "/v1/completions", data=body, headers=headers, method="POST")
+    request = urllib.request.Request(url + path, data=body, headers=headers, method="POST")
     started = time.monotonic()
     reason = None
     try:
         with http_open(request, timeout=timeout) as response:
             answer = json.loads(response.read().decode("utf-8", "replace") or "{}")
-            if not answer.get("choices"):
-                reason = "the completion came back without choices"
+            if not answer.get(answer_key):
+                reason = "the answer to %s came back without %s" % (path, answer_key)
     except urllib.error.HTTPError as err:
-        reason = "the completion answered HTTP %d" % err.code
+        reason = "%s answered HTTP %d" % (path, err.code)
     except (urllib.error.URLError, OSError, ValueError) as err:
         cause = getattr(err, "reason", err)
         reason = ("no answer to a 1-token completion within %ss" % timeout

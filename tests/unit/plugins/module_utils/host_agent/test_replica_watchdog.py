@@ -35,6 +35,7 @@ class Replica(http.server.ThreadingHTTPServer):
         self.tokens = 0.0
         self.auth = []
         self.models = []
+        self.paths = []
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -54,11 +55,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         self.server.models.append(body.get("model"))
+        self.server.paths.append(self.path)
         self.server.auth.append(self.headers.get("Authorization"))
         if self.server.mode in ("hang", "busy"):
             time.sleep(1.5)
             return
-        body = json.dumps({"choices": [{"text": "!"}]}).encode()
+        # An embedding engine pools its input (vLLM's /pooling), a generative one completes it.
+        answer = {"data": [{"data": [0.1, 0.2]}]} if self.path == "/pooling" else {"choices": [{"text": "!"}]}
+        if self.server.mode == "pooling-only" and self.path != "/pooling":
+            self.send_error(400)
+            return
+        body = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -214,3 +221,18 @@ def test_restart_turns_allow_one_start_per_gpu():
     assert restart_turns(["a", "b", "d", "e"], replicas, {"c": {"state": "activating"}}) == (
         ["a", "e"], {"b": "a", "d": "c"})
     assert restart_turns([], replicas, {}) == ([], {})
+
+
+def test_a_pooling_model_is_probed_by_pooling_its_input_not_by_a_completion(setup, tmp_path):
+    watchdog, replica, calls, config = many_models(setup, tmp_path, [[0], [1], [2]])
+    config["replicas"][1]["runner"] = "pooling"
+    (tmp_path / "watchdog.json").write_text(json.dumps(config))
+    # The engine double refuses completions (as an embedding model does): only a wrong probe would fail.
+    replica.mode = "pooling-only"
+    for _unused in range(3):
+        watchdog.main()
+    assert "/pooling" in replica.paths
+    m = metrics(config)
+    assert m['llmfleet_watchdog_probe_success{replica="embed-0",model="embed"}'] == 1
+    assert m['llmfleet_watchdog_probe_success{replica="chat-0",model="chat"}'] == 0
+    assert restarted(calls) == ["llmfleet-vllm@chat-0.service", "llmfleet-vllm@chat-1.service"]
