@@ -24,6 +24,12 @@ def served_model_view(serving, name=""):
         raise AnsibleFilterError("served_model_view: %s" % exc)
 
 
+def served_replica_models(serving):
+    if serving is not None and not isinstance(serving, dict):
+        raise AnsibleFilterError("served_replica_models: serving.json must be a mapping, got %s" % type(serving).__name__)
+    return SM.replica_models(serving)
+
+
 def model_backends(members):
     try:
         return SM.model_backends(list(members or []))
@@ -39,6 +45,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "served_model_view": served_model_view,
+            "served_replica_models": served_replica_models,
             "model_backends": model_backends,
             "prometheus_model_targets": prometheus_model_targets,
         }

@@ -344,6 +344,14 @@ def test_diagnose_model_selects_that_model_s_replicas_and_refuses_an_unknown_nam
                and e["event_data"].get("task") == "Print the host's GPU memory and disk space"]
     assert said[0] == "replicas found: embed-0", said
     assert "model %s, served as embed, replicas embed-0" % (tmp_path / "embed") in said[-1], said
+    # Without diagnose_model: every replica against its own model's directory (embed's is missing here).
+    (tmp_path / "chat").mkdir()
+    (tmp_path / "all").mkdir()
+    run, reports, stdout = _run_diagnose(["chat-0", "embed-0"], {"diagnose_serving_file": str(serving),
+                                                               "diagnose_probe_api": False}, tmp_path / "all")
+    assert run.rc == 0, stdout[-3000:]
+    assert "model directory %s does not exist" % (tmp_path / "embed") in "\n".join(reports["embed-0"])
+    assert str(tmp_path / "embed") not in "\n".join(reports["chat-0"])
     (tmp_path / "unknown").mkdir()
     run, _reports, stdout = _run_diagnose([], {"diagnose_model": "llama", "diagnose_serving_file": str(serving)},
                                           tmp_path / "unknown")

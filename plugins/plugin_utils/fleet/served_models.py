@@ -55,6 +55,16 @@ def model_view(serving, name):
     raise ServedModelError("this host does not serve a model named %r; it serves: %s" % (name, served))
 
 
+def replica_models(serving):
+    """{replica name: {name, model_path}}: which model each replica of a host of several models serves (its
+    `models`); {} for a host of one model (its replicas serve the top-level model)."""
+    found = {}
+    for model in (serving or {}).get("models") or []:
+        for replica in model.get("replicas") or []:
+            found[str(replica.get("name"))] = {"name": model.get("name") or "", "model_path": model.get("model_path") or ""}
+    return found
+
+
 def _single_model(member, model):
     """A member whose serving.json describes only `model` (what fleet_backends reads)."""
     serving = dict(member.get("serving") or {})

@@ -22,3 +22,9 @@ def test_model_backends_and_their_targets():
     assert F["prometheus_model_targets"](backends)[0]["targets"] == ["10.0.0.1:8000"]
     with pytest.raises(AnsibleFilterError, match="model_backends: no serving hosts"):
         F["model_backends"]([])
+
+
+def test_served_replica_models_refuses_what_is_not_a_description():
+    assert F["served_replica_models"](SERVING) == {}
+    with pytest.raises(AnsibleFilterError, match="served_replica_models: serving.json must be a mapping"):
+        F["served_replica_models"](["x"])

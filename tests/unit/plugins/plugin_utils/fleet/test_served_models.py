@@ -91,3 +91,11 @@ def test_a_host_not_served_yet_and_two_models_on_one_port_are_refused():
     clash["models"][1]["replicas"][0]["port"] = 8001
     with pytest.raises(fleet.FleetError, match="gpu1-chat-0 and gpu1-embed-0 both claim 10.0.0.1:8001"):
         SM.model_backends([{"host": "gpu1", "address": "10.0.0.1", "serving": clash}])
+
+
+def test_each_replica_of_a_host_of_several_models_knows_its_model():
+    assert SM.replica_models(many()) == {
+        "chat-0": {"name": "chat", "model_path": "/srv/llmfleet/models/chat"},
+        "embed-0": {"name": "embed", "model_path": "/srv/llmfleet/models/embed"}}
+    # One model: its replicas serve the top-level model, as before.
+    assert SM.replica_models(ONE_MODEL) == {} and SM.replica_models(None) == {}
