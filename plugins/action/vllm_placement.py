@@ -20,6 +20,8 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list imp
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import hub_metadata as H
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.engine_args import engine_overrides
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import DEFAULT_MAX_LORA_RANK
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.pooling import pooling_features
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import ProfileError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.placement import (
     PLACEMENT_HEADER, place, placement_rows)
@@ -59,7 +61,16 @@ def _inputs(args, index, entry, profiles):
                      vllm_version=args["vllm_version"], hybrid_manager=hybrid,
                      features=dict(entry["features"] or {}, **features) or None)
     plan_args.update(given)
-    return {"profile": profile, "plan_args": plan_args, "alternatives": list(profiles.values())}
+    if entry["runner"] == "pooling":
+        # prefix caching as vLLM sets it for a pooling model (off for MEAN / CLS pooling); the entry's own wins
+        plan_args["features"] = dict(pooling_features(profile.get("config") or {}, vllm_version=args["vllm_version"]),
+                                     **(plan_args["features"] or {}))
+    out = {"profile": profile, "plan_args": plan_args, "alternatives": list(profiles.values())}
+    if entry["adapters"]:
+        # vLLM's LoRA slots, planned at the adapters' rank when the entry gives it, else at vLLM's default rank
+        out["lora"] = {"max_loras": len(entry["adapters"]), "max_lora_rank": max(
+            int((a.get("rank") if isinstance(a, dict) else None) or DEFAULT_MAX_LORA_RANK) for a in entry["adapters"])}
+    return out
 
 
 class ActionModule(ActionBase):

@@ -66,7 +66,8 @@ def test_the_kind_follows_runner_and_convert():
 def test_expected_embedding_size_is_the_published_hidden_size():
     # microsoft/xtremedistil-l12-h384-uncased (BertModel) and Qwen/Qwen3-1.7B (Qwen3ForCausalLM, the class of the
     # Qwen3-Embedding models), as published (tests/fixtures/model_configs/SOURCES.md)
-    assert expected_embedding_size(_config("microsoft--xtremedistil-l12-h384-uncased.json")) == 384
+    bert = _config(os.path.join("pooling", "microsoft--xtremedistil-l12-h384-uncased.json"))
+    assert expected_embedding_size(bert) == 384
     assert expected_embedding_size(_config("Qwen--Qwen3-1.7B.json")) == 2048
     assert expected_embedding_size({"text_config": {"hidden_size": 64}}) == 64
     assert expected_embedding_size({}) is None
