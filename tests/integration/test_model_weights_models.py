@@ -65,8 +65,8 @@ def adapter_dir(root):
     with open(os.path.join(root, "adapter_config.json"), "w") as fh:
         json.dump({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"],
                    "base_model_name_or_path": "tiny"}, fh)
-    header = json.dumps({"base_model.model.q_proj.lora_A.weight": {"dtype": "U8", "shape": [256],
-                                                                  "data_offsets": [0, 256]}}).encode()
+    tensor = {"dtype": "U8", "shape": [256], "data_offsets": [0, 256]}
+    header = json.dumps({"base_model.model.q_proj.lora_A.weight": tensor}).encode()
     with open(os.path.join(root, "adapter_model.safetensors"), "wb") as fh:
         fh.write(struct.pack("<Q", len(header)) + header + bytes(range(256)))
     return root
