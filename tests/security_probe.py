@@ -18,7 +18,9 @@ import argparse
 import json
 import re
 import socket
+import ssl
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -128,6 +130,86 @@ def run_in_container(network, image, openapi, targets, model, timeout_s=900):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+# ---- transport: what an outsider on the network sees of a listener that should speak TLS only -------------------
+OLD_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1}
+
+
+def handshake(host, port, cafile, version=None, server_name=None, timeout=10):
+    """A TLS handshake verified against cafile (hostname included), pinned to version when given. The client
+    offers every cipher at OpenSSL security level 0, so that a refusal of TLS 1.0/1.1 is the server's, not this
+    client's own policy. Returns {ok, version, error}."""
+    ctx = ssl.create_default_context(cafile=cafile)
+    if version is not None:
+        ctx.set_ciphers("ALL:@SECLEVEL=0")
+        ctx.minimum_version = ctx.maximum_version = version
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as raw:
+            with ctx.wrap_socket(raw, server_hostname=server_name or host) as tls:
+                return {"ok": True, "version": tls.version(), "error": ""}
+    except (ssl.SSLError, ssl.CertificateError, OSError) as exc:
+        return {"ok": False, "version": "", "error": "%s: %s" % (type(exc).__name__, exc)}
+
+
+def plain_http(host, port, path, key, body, timeout=10):
+    """A request in clear (no TLS) to a port that should speak TLS, with a valid key: the status line's code and
+    whether a completion came back (0, False when the server only closed or reset the connection)."""
+    data = json.dumps(body).encode()
+    head = ("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\nConnection: close\r\n\r\n" % (path, host, key, len(data))).encode()
+    answer = b""
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+            sock.sendall(head + data)
+            while len(answer) < 65536:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+    except OSError:
+        pass
+    match = re.match(rb"HTTP/1\.[01] (\d{3})", answer)
+    return {"status": int(match.group(1)) if match else 0, "completion": b'"choices"' in answer}
+
+
+def transport(host, port, cafile, key, model, server_name=None):
+    """The outsider's view of one TLS listener: plain HTTP with a valid key gets no completion, TLS 1.0 and 1.1
+    are refused, TLS 1.2 and the default handshake verify against the CA. Returns the answers and the violations."""
+    chat = {"model": model, "messages": [{"role": "user", "content": "Say hello"}], "max_tokens": 2}
+    report = {"target": "%s:%s" % (host, port), "plain_http": plain_http(host, port, "/v1/chat/completions", key, chat),
+              "default": handshake(host, port, cafile, None, server_name),
+              "TLSv1.2": handshake(host, port, cafile, ssl.TLSVersion.TLSv1_2, server_name)}
+    for name, version in OLD_VERSIONS.items():
+        report[name] = handshake(host, port, cafile, version, server_name)
+    violations = []
+    if report["plain_http"]["completion"] or 200 <= report["plain_http"]["status"] < 300:
+        violations.append("plain HTTP with a valid key answered %s" % report["plain_http"])
+    violations += ["%s was accepted" % n for n in OLD_VERSIONS if report[n]["ok"]]
+    violations += ["%s did not verify: %s" % (n, report[n]["error"]) for n in ("default", "TLSv1.2") if not report[n]["ok"]]
+    report["violations"] = violations
+    return report
+
+
+def capture(seconds, needle, interface="eth0"):
+    """Every frame on interface for seconds (an AF_PACKET socket: needs CAP_NET_RAW), searched for needle.
+    Returns {frames, bytes, found}."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0003))
+    sock.bind((interface, 0))
+    sock.settimeout(0.5)
+    frames, size, found = 0, 0, False
+    tail = b""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            frame = sock.recv(65535)
+        except socket.timeout:
+            continue
+        frames, size = frames + 1, size + len(frame)
+        found = found or needle in tail + frame
+        tail = frame[-len(needle):]
+    sock.close()
+    return {"frames": frames, "bytes": size, "found": found}
+
+
 def route_table(report):
     """'METHOD /path -> status' lines (one per route, the first target's answers), for docs and notes."""
     lines = []
@@ -145,12 +227,18 @@ def route_table(report):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--openapi", required=True, help="the server's /openapi.json, saved to a file")
+    parser.add_argument("--openapi", help="the server's /openapi.json, saved to a file (the route probe)")
     parser.add_argument("--model", default="tiny", help="served model name to put in request bodies")
     parser.add_argument("--allow", action="append", default=None, help='"METHOD /path" allowed to answer 2xx')
     parser.add_argument("--timeout", type=float, default=20)
-    parser.add_argument("targets", nargs="+", help="base URLs, e.g. http://10.0.0.5:8000")
+    parser.add_argument("--transport", action="store_true", help="probe the targets' TLS (HOST:PORT each) instead")
+    parser.add_argument("--capture", type=float, default=0, help="capture frames for this many seconds instead")
+    parser.add_argument("--cafile", help="the CA the TLS listeners are verified against")
+    parser.add_argument("--key-file", help="a file holding the API key (never on the command line)")
+    parser.add_argument("targets", nargs="*", help="base URLs, e.g. http://10.0.0.5:8000")
     args = parser.parse_args(argv)
+    if args.transport or args.capture:
+        return _main_transport(args)
     with open(args.openapi) as fh:
         route_list = routes(json.load(fh))
     report = probe(args.targets, route_list, args.model, tuple(args.allow or DEFAULT_ALLOW), args.timeout)
@@ -158,6 +246,19 @@ def main(argv=None):
     json.dump(report, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 1 if report["violations"] else 0
+
+
+def _main_transport(args):
+    with open(args.key_file) as fh:
+        key = fh.read().strip()
+    if args.capture:
+        report = capture(args.capture, key.encode())
+    else:
+        reports = [transport(t.rsplit(":", 1)[0], t.rsplit(":", 1)[1], args.cafile, key, args.model) for t in args.targets]
+        report = {"targets": reports, "violations": [v for r in reports for v in r["violations"]]}
+    json.dump(report, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 1 if report.get("violations") else 0
 
 
 if __name__ == "__main__":

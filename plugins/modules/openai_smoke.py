@@ -41,6 +41,13 @@ options:
     description: Seconds allowed for each request.
     type: int
     default: 120
+  ca_path:
+    description:
+      - The CA certificate (PEM) an C(https://) endpoint's certificate is verified against, for example the fleet's
+        C(/etc/llmfleet/tls/ca.crt); empty, the system's trusted CAs. The certificate is always verified.
+    type: path
+    default: ""
+    version_added: 1.1.0
   chat_template_kwargs:
     description: "Passed to vLLM as C(chat_template_kwargs), for example C({\"enable_thinking\": false})."
     type: dict
@@ -63,6 +70,13 @@ EXAMPLES = r"""
     base_url: http://127.0.0.1:8000/v1
     model: qwen3.5-35b-a3b
     api_key: "{{ vllm_server_api_key }}"
+
+- name: Smoke-test an edge that speaks TLS, verified against the fleet's CA
+  llmfleet.vllm.openai_smoke:
+    base_url: https://127.0.0.1:8000/v1
+    model: qwen3.5-35b-a3b
+    api_key: "{{ vllm_server_api_key }}"
+    ca_path: /etc/llmfleet/tls/ca.crt
 """
 
 RETURN = r"""
@@ -120,7 +134,7 @@ def _request(module, path, body=None):
 def _open(module, request):
     try:
         return open_url(request["url"], data=request["data"], headers=request["headers"], method=request["method"],
-                        timeout=module.params["timeout"])
+                        timeout=module.params["timeout"], ca_path=module.params["ca_path"] or None)
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")[:500]
         hint = " (check the API key: vLLM's --api-key protects /v1)" if exc.code == 401 else ""
@@ -140,6 +154,7 @@ def main():
             max_tokens=dict(type="int", default=16, no_log=False),
             timeout=dict(type="int", default=120),
             chat_template_kwargs=dict(type="dict", default={}),
+            ca_path=dict(type="path", default=""),
         ),
         supports_check_mode=True,
     )
