@@ -28,18 +28,14 @@ def tls_subject_alt_names(names, addresses=None):
     return TLS.subject_alt_names(list(names or []), list(addresses or []))
 
 
-def tls_url(url, enabled):
-    return TLS.https_url(url, bool(enabled))
-
-
 def tls_certificate_problems(files, names, renew_days):
-    if not isinstance(files, dict):
-        raise AnsibleFilterError("tls_certificate_problems expects {variable: {path, exists, content, mode}}, got %r"
-                                 % (files,))
-    return TC.certificate_problems(files, list(names or []), datetime.datetime.now(datetime.timezone.utc), renew_days)
+    if not isinstance(files, list) or not all(isinstance(f, dict) and "var" in f for f in files):
+        raise AnsibleFilterError("tls_certificate_problems expects [{var, path, exists, content, mode}], got %r" % (files,))
+    by_var = dict((f["var"], f) for f in files)
+    return TC.certificate_problems(by_var, list(names or []), datetime.datetime.now(datetime.timezone.utc), renew_days)
 
 
 class FilterModule(object):
     def filters(self):
-        return {"haproxy_tls": haproxy_tls, "tls_subject_alt_names": tls_subject_alt_names, "tls_url": tls_url,
+        return {"haproxy_tls": haproxy_tls, "tls_subject_alt_names": tls_subject_alt_names,
                 "tls_certificate_problems": tls_certificate_problems}

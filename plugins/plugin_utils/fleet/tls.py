@@ -7,7 +7,6 @@
   haproxy_tls(backends, settings)        the TLS parts of an HAProxy configuration: global defaults, bind options,
                                          each server's options (balancer -> edge, verified against the CA)
   subject_alt_names(names, addresses)    a host certificate's SANs, as community.crypto takes them
-  https_url(url, enabled)                a client's URL with the scheme TLS asks for
 
 The templates print these beside the parts haproxy_config.py gives (the bind and server lines only).
 """
@@ -77,9 +76,3 @@ def subject_alt_names(names, addresses):
             sans.append(san)
     return sans
 
-
-def https_url(url, enabled):
-    """url with https:// when TLS is on (http:// otherwise), whatever scheme it was written with."""
-    text = str(url)
-    rest = text.split("://", 1)[1] if "://" in text else text
-    return ("https://" if enabled else "http://") + rest

@@ -1,0 +1,38 @@
+"""TLS on the edge and the balancer, as data (plugin_utils/fleet/tls.py)."""
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.tls import haproxy_tls, subject_alt_names
+
+ON = {"enabled": True, "pem": "/etc/llmfleet/tls/balancer.pem", "ca_file": "/etc/llmfleet/tls/ca.crt"}
+
+
+def test_every_ssl_bind_and_server_gets_tls_1_2_at_least_and_only_aead_ciphers():
+    tls = haproxy_tls([], ON)
+    options = [line for line in tls["global"] if "-options " in line]
+    assert options == ["ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets",
+                       "ssl-default-server-options ssl-min-ver TLSv1.2 no-tls-tickets"]
+    ciphers = [line.split()[1] for line in tls["global"] if line.startswith(("ssl-default-bind-ciphers ",
+                                                                              "ssl-default-server-ciphers "))]
+    assert len(ciphers) == 2
+    for suite in ciphers[0].split(":"):
+        assert suite.startswith("ECDHE-") and ("GCM" in suite or "CHACHA20" in suite), suite
+    assert tls["bind"] == " ssl crt /etc/llmfleet/tls/balancer.pem"
+
+
+def test_the_balancer_verifies_each_edge_against_the_ca_and_its_name_where_it_has_one():
+    tls = haproxy_tls([{"name": "gpu1-0", "host": "gpu1"}, {"name": "10.0.0.2-0", "host": "10.0.0.2"},
+                       {"name": "static"}], ON)
+    assert tls["servers"] == {
+        "gpu1-0": " ssl verify required ca-file /etc/llmfleet/tls/ca.crt verifyhost gpu1",
+        # HAProxy matches verifyhost against DNS names only: an address gets the chain check.
+        "10.0.0.2-0": " ssl verify required ca-file /etc/llmfleet/tls/ca.crt",
+        "static": " ssl verify required ca-file /etc/llmfleet/tls/ca.crt"}
+
+
+def test_with_tls_off_the_configuration_is_plain_http_as_before():
+    assert haproxy_tls([{"name": "a", "host": "h"}], {"enabled": False}) == {
+        "enabled": False, "global": [], "bind": "", "servers": {}}
+
+
+def test_sans_name_each_name_and_address_once_in_order():
+    sans = subject_alt_names(["gpu1", "GPU1", "", "10.0.0.5", "localhost"], ["10.0.0.5", "127.0.0.1", "[::1]"])
+    assert sans == ["DNS:gpu1", "IP:10.0.0.5", "DNS:localhost", "IP:127.0.0.1", "IP:::1"]
+
