@@ -32,7 +32,11 @@ def tls_certificate_problems(files, names, renew_days):
     if not isinstance(files, list) or not all(isinstance(f, dict) and "var" in f for f in files):
         raise AnsibleFilterError("tls_certificate_problems expects [{var, path, exists, content, mode}], got %r" % (files,))
     by_var = dict((f["var"], f) for f in files)
-    return TC.certificate_problems(by_var, list(names or []), datetime.datetime.now(datetime.timezone.utc), renew_days)
+    try:
+        return TC.certificate_problems(by_var, list(names or []), datetime.datetime.now(datetime.timezone.utc),
+                                       renew_days)
+    except ImportError as exc:
+        raise AnsibleFilterError(str(exc))
 
 
 class FilterModule(object):

@@ -69,7 +69,7 @@ def local_pki(tmp_path_factory):
         (out / name).write_bytes(text)
         return str(out / name)
 
-    ca_key, other_key, server_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    ca_key, other_key, server_key = (ec.generate_private_key(ec.SECP256R1()) for _key in range(3))
     ca = cert(ca_key, ca_key, None, "test CA", True)
     server = cert(server_key, ca_key, ca.subject, "localhost", False,
                   [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])

@@ -75,4 +75,3 @@ def subject_alt_names(names, addresses):
         if san not in sans:
             sans.append(san)
     return sans
-

@@ -15,9 +15,14 @@ import datetime
 import fnmatch
 import ipaddress
 
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
+try:
+    from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import serialization
+except ImportError as exc:  # ansible-core requires cryptography; a bare environment (ansible-test's) may lack it
+    CRYPTOGRAPHY_ERROR = exc
+else:
+    CRYPTOGRAPHY_ERROR = None
 
 CERT, KEY, CA = "llmfleet_tls_cert_file", "llmfleet_tls_key_file", "llmfleet_tls_ca_file"
 
@@ -97,6 +102,9 @@ def certificate_problems(files, names, now, renew_days):
     """files: {variable: {path, exists, content, mode}} for the certificate, the key and the CA (read on the
     controller); names: what clients use to reach the host; now: an aware datetime; renew_days: how close to its
     end a certificate is refused. Returns one sentence per problem."""
+    if CRYPTOGRAPHY_ERROR is not None:
+        raise ImportError("checking a certificate needs the Python package cryptography on the controller (pip "
+                          "install cryptography): %s" % CRYPTOGRAPHY_ERROR)
     parsed, problems = _parsed(files)
     mode = str((files.get(KEY) or {}).get("mode") or "")
     if mode and int(mode, 8) & 0o077:

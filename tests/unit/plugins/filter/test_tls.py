@@ -32,3 +32,10 @@ def test_the_certificate_checks_take_the_three_files_as_a_list(local_pki):
     assert "do not cover gpu9" in F["tls_certificate_problems"](files, ["gpu9"], 14)[0]
     with pytest.raises(AnsibleFilterError, match=r"\[\{var, path, exists, content, mode\}\]"):
         F["tls_certificate_problems"]({"llmfleet_tls_cert_file": {}}, [], 14)
+
+
+def test_without_cryptography_on_the_controller_the_check_says_what_to_install(monkeypatch):
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import tls_checks
+    monkeypatch.setattr(tls_checks, "CRYPTOGRAPHY_ERROR", ImportError("No module named 'cryptography'"))
+    with pytest.raises(AnsibleFilterError, match="needs the Python package cryptography on the controller"):
+        F["tls_certificate_problems"]([{"var": "llmfleet_tls_cert_file"}], [], 14)

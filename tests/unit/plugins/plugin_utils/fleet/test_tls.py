@@ -9,8 +9,8 @@ def test_every_ssl_bind_and_server_gets_tls_1_2_at_least_and_only_aead_ciphers()
     options = [line for line in tls["global"] if "-options " in line]
     assert options == ["ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets",
                        "ssl-default-server-options ssl-min-ver TLSv1.2 no-tls-tickets"]
-    ciphers = [line.split()[1] for line in tls["global"] if line.startswith(("ssl-default-bind-ciphers ",
-                                                                              "ssl-default-server-ciphers "))]
+    prefixes = ("ssl-default-bind-ciphers ", "ssl-default-server-ciphers ")
+    ciphers = [line.split()[1] for line in tls["global"] if line.startswith(prefixes)]
     assert len(ciphers) == 2
     for suite in ciphers[0].split(":"):
         assert suite.startswith("ECDHE-") and ("GCM" in suite or "CHACHA20" in suite), suite
@@ -35,4 +35,3 @@ def test_with_tls_off_the_configuration_is_plain_http_as_before():
 def test_sans_name_each_name_and_address_once_in_order():
     sans = subject_alt_names(["gpu1", "GPU1", "", "10.0.0.5", "localhost"], ["10.0.0.5", "127.0.0.1", "[::1]"])
     assert sans == ["DNS:gpu1", "IP:10.0.0.5", "DNS:localhost", "IP:127.0.0.1", "IP:::1"]
-
