@@ -138,8 +138,9 @@ def _byo_tls():
     for name, mode in (("host", 0o600), ("stray", 0o600), ("host_open", 0o644)):
         paths[name + "_key"] = os.path.join(out, name + ".key")
         with open(paths[name + "_key"], "wb") as fh:
-            fh.write(keys[name.split("_", maxsplit=1)[0]].private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                            serialization.NoEncryption()))
+            key = keys[name.split("_", maxsplit=1)[0]]
+            fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
         os.chmod(paths[name + "_key"], mode)
     return paths
 
