@@ -336,6 +336,20 @@ def test_no_route_answers_without_the_key_from_the_network():
     assert report["violations"] == [], report["violations"]
 
 
+def test_every_listener_that_takes_a_key_speaks_tls_only():
+    """Issue 41, from another container on the network: the balancer, its exporter and each host's edge refuse plain
+    HTTP with a valid key and TLS 1.0/1.1, and verify against the fleet's CA (by address)."""
+    sys.path.insert(0, os.path.join(PROJECT, "tests"))
+    import security_probe
+    targets = ["%s:%d" % (address(EDGE), p) for p in (8080, 8405)] + ["%s:8000" % address(h) for h in GPUS]
+    report = security_probe.transport_in_container(NETWORK, os.environ["MOLECULE_HOST_IMAGE"], targets,
+                                                   on(EDGE, "cat %s" % CA).stdout, API_KEY, MODEL)
+    record("transport_probe", {t["target"]: {"plain_http": t["plain_http"], "TLSv1": t["TLSv1"]["ok"],
+                                             "TLSv1.1": t["TLSv1.1"]["ok"], "default": t["default"]["version"]}
+                               for t in report["targets"]})
+    assert report["violations"] == [], report["violations"]
+
+
 def test_balancer_enforces_the_key_and_hides_vllm_internals():
     base = balancer_url()
     chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
