@@ -19,8 +19,8 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import tls_che
 def haproxy_tls(backends, settings):
     if not isinstance(settings, dict) or (settings.get("enabled") and not all(k in settings for k in ("pem", "ca_file"))):
         raise AnsibleFilterError("haproxy_tls expects settings {enabled, pem, ca_file}, got %r" % (settings,))
-    if not isinstance(backends, list) or not all(isinstance(b, dict) and "name" in b for b in backends):
-        raise AnsibleFilterError("haproxy_tls expects a list of dicts with name, got %r" % (backends,))
+    if not isinstance(backends, list) or not all(isinstance(b, dict) and "address" in b for b in backends):
+        raise AnsibleFilterError("haproxy_tls expects a list of dicts with address, got %r" % (backends,))
     return TLS.haproxy_tls(backends, settings)
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.fleet import address_port
+
 # Mozilla's "intermediate" configuration (TLS 1.2 and 1.3): ECDHE with AEAD ciphers only. Its DHE suites are left
 # out: they need a Diffie-Hellman parameter file, and every client that speaks TLS 1.2 has ECDHE.
 TLS12_CIPHERS = ":".join([
@@ -52,15 +54,29 @@ def _server_options(backend, ca_file):
     return options
 
 
+def _server_addresses(backend):
+    """Where the balancer dials a backend's host: its replica's port, or its edge's when it routes by model."""
+    ports = [backend.get("port"), backend.get("edge_port")]
+    return [address_port(backend["address"], p) for p in ports if p not in (None, "")]
+
+
 def haproxy_tls(backends, settings):
     """The TLS parts of one HAProxy configuration. settings: enabled (bool), pem (the certificate + key it
-    presents), ca_file (what it verifies its servers against). backends: the balancer's [{name, host?}] ([] for
-    the edge). With TLS off every part is empty, so the templates print plain HTTP as before."""
+    presents), ca_file (what it verifies its servers against). backends: the balancer's [{name, address, port,
+    edge_port?, host?, tls?}] ([] for the edge). servers: each server's options by the address:port it dials (the server
+    lines of both balancer layouts have it), server: the options of one the backends do not name. With TLS off
+    every part is empty, so the templates print plain HTTP as before."""
     if not settings.get("enabled"):
-        return {"enabled": False, "global": [], "bind": "", "servers": {}}
+        return {"enabled": False, "global": [], "bind": "", "server": "", "servers": {}}
     ca_file = str(settings["ca_file"])
+    servers = {}
+    for backend in backends or []:
+        # A host whose replicas listen without an edge (fleet_backends' tls false) is dialled as it speaks: plain.
+        options = "" if backend.get("tls") is False else _server_options(backend, ca_file)
+        for address in _server_addresses(backend):
+            servers.setdefault(address, options)
     return {"enabled": True, "global": _global_lines(), "bind": " ssl crt %s" % settings["pem"],
-            "servers": {str(b["name"]): _server_options(b, ca_file) for b in backends or []}}
+            "server": _server_options({}, ca_file), "servers": servers}
 
 
 def subject_alt_names(names, addresses):

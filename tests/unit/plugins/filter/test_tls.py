@@ -12,7 +12,7 @@ F = FilterModule().filters()
 def test_haproxy_tls_refuses_settings_it_cannot_print():
     with pytest.raises(AnsibleFilterError, match="enabled, pem, ca_file"):
         F["haproxy_tls"]([], {"enabled": True, "pem": "/p.pem"})
-    with pytest.raises(AnsibleFilterError, match="list of dicts with name"):
+    with pytest.raises(AnsibleFilterError, match="list of dicts with address"):
         F["haproxy_tls"]([{"host": "h"}], {"enabled": False})
     assert F["haproxy_tls"]([], {"enabled": False})["bind"] == ""
 
