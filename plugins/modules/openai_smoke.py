@@ -334,5 +334,6 @@ def main():
 
     _smoke_generate(module, p, models)
 
+
 if __name__ == "__main__":
     main()
