@@ -122,9 +122,8 @@ def test_the_second_started_once_the_first_was_healthy(capture):
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=os.path.basename)
 def test_both_answered_by_their_kind(capture):
-    answers = {a["instance"]: a for a in (json.loads(line.split(" ", 1)[1])
-                                           for line in read(capture, "logs", "client.log").splitlines()
-                                           if line.startswith("CLIENT_JSON "))}
+    lines = [line for line in read(capture, "logs", "client.log").splitlines() if line.startswith("CLIENT_JSON ")]
+    answers = {a["instance"]: a for a in (json.loads(line.split(" ", 1)[1]) for line in lines)}
     for spec in specs(capture):
         got = answers[spec["instance"]]
         assert got["status"] == 200, got
