@@ -83,8 +83,8 @@ def test_every_model_of_every_host_is_a_backend_labelled_with_its_model():
 def test_without_an_edge_each_replica_is_scraped_on_its_own_port():
     targets = SM.prometheus_model_targets(SM.model_backends([{"host": "gpu1", "address": "10.0.0.1",
                                                               "serving": many(edge=False)}]))
-    assert [(t["targets"], t["labels"]["model"]) for t in targets] == [(["10.0.0.1:8001"], "chat"),
-                                                                        (["10.0.0.1:8002"], "embed")]
+    assert [(t["targets"], t["labels"]["model"]) for t in targets] == [
+        (["10.0.0.1:8001"], "chat"), (["10.0.0.1:8002"], "embed")]
     assert not any("__param_replica" in t["labels"] or "instance" in t["labels"] for t in targets)
 
 
