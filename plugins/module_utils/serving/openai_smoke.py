@@ -76,6 +76,13 @@ def smoke_kind(runner="generate", convert=None):
     return "generate"
 
 
+def pooling_kind(config, kind="embed"):
+    """The test a pooling model gets: a cross-encoder (a *ForSequenceClassification class, a reranker) scores text
+    pairs whatever the deployment said; other pooling models keep ``kind``."""
+    archs = (config or {}).get("architectures") or []
+    return "score" if any(str(a).endswith("ForSequenceClassification") for a in archs) else kind
+
+
 def expected_embedding_size(config):
     """The length of the vectors /v1/embeddings returns for a model of this config.json: its hidden size (the text
     config's in a wrapper), as vLLM's embed pooler returns the last hidden state; None when the config has none."""

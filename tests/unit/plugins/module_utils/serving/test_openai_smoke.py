@@ -9,6 +9,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.openai_smoke
     expected_embedding_size,
     model_name_diagnosis,
     parse_sse_line,
+    pooling_kind,
     score_problem,
     served_model_ids,
     smoke_kind,
@@ -61,6 +62,12 @@ def test_the_kind_follows_runner_and_convert():
     assert smoke_kind() == "generate"
     assert smoke_kind("pooling") == "embed" and smoke_kind("pooling", "embed") == "embed"
     assert smoke_kind("pooling", "classify") == "score"
+
+
+def test_a_cross_encoder_is_scored_whatever_the_deployment_said():
+    assert pooling_kind({"architectures": ["XLMRobertaForSequenceClassification"]}) == "score"
+    assert pooling_kind({"architectures": ["BertModel"]}) == "embed"
+    assert pooling_kind(None, "score") == "score" and pooling_kind({}) == "embed"
 
 
 def test_expected_embedding_size_is_the_published_hidden_size():
