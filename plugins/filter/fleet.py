@@ -12,10 +12,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import fleet
 
 
-def fleet_backends(members):
+def fleet_backends(members, by_model=False):
     """Every replica of the serving hosts (members: [{host, address, serving}]) as balancer backends."""
     try:
-        return fleet.fleet_backends(list(members or []))
+        return fleet.fleet_backends(list(members or []), bool(by_model))
     except fleet.FleetError as exc:
         raise AnsibleFilterError("fleet_backends: %s" % exc)
 
@@ -37,6 +37,16 @@ def fleet_server_name_for(replica, host):
     """The balancer's name for one replica, <host>-<replica>; replica first, for
     map('llmfleet.vllm.fleet_server_name_for', host)."""
     return fleet.server_name(host, replica)
+
+
+def fleet_drain_targets(serving, host, backend, by_model=False):
+    """[{backend, server}] a drain takes out of each balancer for host (serving: its serving.json)."""
+    return fleet.drain_targets(serving, host, str(backend), bool(by_model))
+
+
+def fleet_drain_replicas(serving):
+    """The replicas of a serving.json a drain waits for, each once (with many models, every model's)."""
+    return fleet.drain_replicas(serving)
 
 
 def fleet_address_port(address, port):
@@ -82,6 +92,8 @@ class FilterModule(object):
             "haproxy_servers": haproxy_servers,
             "fleet_address_port": fleet_address_port,
             "fleet_server_name_for": fleet_server_name_for,
+            "fleet_drain_targets": fleet_drain_targets,
+            "fleet_drain_replicas": fleet_drain_replicas,
             "address_scope": llmfleet_address_scope,
             "fleet_addresses": fleet_addresses,
             "fleet_members": fleet_members,

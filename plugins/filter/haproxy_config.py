@@ -10,6 +10,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import haproxy_config as HC
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import model_routing as MR
 
 # Each filter's documentation: plugins/filter/<filter name>.yml.
 
@@ -26,14 +27,32 @@ def _settings(value, name):
     return value
 
 
+def _routed(function, name, value, settings, keys):
+    """function(value, settings) with its input checked; routing errors (keys, model names) as filter errors."""
+    try:
+        return function(_dicts(value, name, keys), _settings(settings, name))
+    except MR.RoutingError as exc:
+        raise AnsibleFilterError("%s: %s" % (name, exc))
+
+
 def edge_haproxy(replicas, settings):
-    replicas = _dicts(replicas, "edge_haproxy", ("name", "port", "address", "backend_port"))
-    return HC.edge_config(replicas, _settings(settings, "edge_haproxy"))
+    return _routed(HC.edge_config, "edge_haproxy", replicas, settings, ("name", "port", "address", "backend_port"))
 
 
 def balancer_haproxy(backends, settings):
-    backends = _dicts(backends, "balancer_haproxy", ("name", "address", "port"))
-    return HC.balancer_config(backends, _settings(settings, "balancer_haproxy"))
+    return _routed(HC.balancer_config, "balancer_haproxy", backends, settings, ("name", "address", "port"))
+
+
+def edge_route_files(replicas, settings):
+    return _routed(HC.edge_route_files, "edge_route_files", replicas, settings, ("name", "port", "address", "backend_port"))
+
+
+def balancer_route_files(backends, settings):
+    return _routed(HC.balancer_route_files, "balancer_route_files", backends, settings, ("name", "address", "port"))
+
+
+def model_key_problems(model_keys):
+    return MR.key_problems(model_keys)
 
 
 def api_key_file(api_keys, managed_by):
@@ -51,4 +70,6 @@ def vllm_running_requests(metrics_text):
 class FilterModule(object):
     def filters(self):
         return {"edge_haproxy": edge_haproxy, "balancer_haproxy": balancer_haproxy, "api_key_file": api_key_file,
+                "edge_route_files": edge_route_files, "balancer_route_files": balancer_route_files,
+                "model_key_problems": model_key_problems,
                 "haproxy_all_up": haproxy_all_up, "vllm_running_requests": vllm_running_requests}

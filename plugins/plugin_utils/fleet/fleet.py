@@ -18,6 +18,7 @@ import json
 import re
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import conventions as CV
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_routing import BACKEND_PREFIX
 
 # The address scopes are the collection's conventions (plugins/module_utils/host_agent/conventions.py).
 LOOPBACK = CV.LOOPBACK
@@ -85,7 +86,21 @@ def _exposed(serving, index):
     return index < len(urls) and parse_url(urls[index])[0] in LOOPBACK
 
 
-def fleet_backends(members):
+def _replica_models(serving):
+    """{replica name: {model, adapters, runner, edge_port}} from serving.json's models (many models); {} without."""
+    out = {}
+    for model in serving.get("models") or []:
+        urls = model.get("base_urls") or []
+        # With many models a host's edge has one client port, the one its models' URLs name.
+        edge_port = parse_url(urls[0])[1] if urls else None
+        for replica in model.get("replicas") or []:
+            out[str(replica.get("name"))] = {
+                "model": str(model.get("name") or ""), "adapters": [str(a) for a in model.get("adapters") or []],
+                "runner": str(model.get("runner") or "generate"), "edge_port": edge_port or int(replica["port"])}
+    return out
+
+
+def fleet_backends(members, by_model=False):
     """Every replica of every serving host, in inventory order, as the balancer and Prometheus see them.
 
     Each result: {name, host, replica, address, port, served_model_name, exposed}; exposed is True when the
@@ -93,7 +108,9 @@ def fleet_backends(members):
     A headless rank of a model served over several hosts (serving.json's multinode.is_leader false) is no member:
     its group is one replica, the leader's.
     Raises FleetError when a host has not been served yet, a replica is reachable on loopback only, two
-    replicas share an address:port, or the hosts serve different model names (one balancer, one model).
+    replicas share an address:port, or (unless by_model: many models, routed by name) the hosts serve different
+    model names (one balancer, one model). A host whose serving.json lists models gives each replica its model,
+    adapters, runner and edge_port (its edge's one client port) too.
     """
     if not members:
         raise FleetError("no serving hosts: put the vLLM hosts in group gpu_nodes and run site.yml first.")
@@ -112,6 +129,7 @@ def fleet_backends(members):
                 "playbooks/serve.yml on it first." % host)
         name = serving.get("served_model_name") or ""
         names.setdefault(name, []).append(host)
+        models = _replica_models(serving)
         for index, replica in enumerate(serving["replicas"]):
             address = _replica_address(member, index, replica)
             port = int(replica["port"])
@@ -129,12 +147,35 @@ def fleet_backends(members):
                 "served_model_name": name,
                 "exposed": _exposed(serving, index),
             })
-    if len(names) > 1:
+            backends[-1].update(models.get(str(replica.get("name", index))) or {})
+    if len(names) > 1 and not by_model:
         raise FleetError(
             "the serving hosts serve different model names (%s): one balancer routes one model. Give every "
             "host in gpu_nodes the same llmfleet_served_model_name." % "; ".join(
                 "%r on %s" % (n, ", ".join(h)) for n, h in sorted(names.items())))
     return backends
+
+
+def drain_targets(serving, host, backend, by_model=False):
+    """What a drain takes out of each balancer for one serving host: [{backend, server}]. One model: each replica in
+    backend (its server <host>-<replica>). Routing by model: in each of the host's models' backends
+    (llmfleet_model_<name>), the host's edge (server <host>-<model>), as balancer_config names them."""
+    serving = serving or {}
+    if not by_model:
+        return [{"backend": backend, "server": server_name(host, r.get("name"))} for r in serving.get("replicas") or []]
+    names = [str(m.get("name")) for m in serving.get("models") or []] or [str(serving.get("served_model_name") or "")]
+    return [{"backend": BACKEND_PREFIX + n, "server": server_name(host, n)} for n in names if n]
+
+
+def drain_replicas(serving):
+    """Every replica of a serving.json whose in-flight requests a drain waits for: the top-level ones and, with many
+    models, each model's, each once."""
+    out = []
+    for replica in list((serving or {}).get("replicas") or []) + [
+            r for m in (serving or {}).get("models") or [] for r in m.get("replicas") or []]:
+        if replica.get("name") not in [r.get("name") for r in out]:
+            out.append(replica)
+    return out
 
 
 def address_port(address, port):
@@ -168,12 +209,14 @@ def haproxy_stat(text):
 
 
 def haproxy_servers(text, backend):
-    """{server name: {status, scur, check_status}} of one backend in a `show stat` CSV."""
+    """{server name: {status, scur, check_status, backend}} of one backend (or a list of backends: a balancer routing
+    by model has one per model, with distinct server names) in a `show stat` CSV."""
+    backends = [backend] if isinstance(backend, str) else list(backend or [])
     result = {}
     for row in haproxy_stat(text):
-        if row.get("pxname") == backend and row.get("svname") not in ("FRONTEND", "BACKEND"):
+        if row.get("pxname") in backends and row.get("svname") not in ("FRONTEND", "BACKEND"):
             result[row["svname"]] = {"status": row.get("status", ""), "scur": int(row.get("scur") or 0),
-                                     "check_status": row.get("check_status", "")}
+                                     "check_status": row.get("check_status", ""), "backend": row["pxname"]}
     return result
 
 

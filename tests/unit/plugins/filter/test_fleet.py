@@ -95,10 +95,43 @@ llmfleet_vllm,BACKEND,0,0,1,2,410,10,100,200,0,0,,0,0,0,0,UP,2,2,0,,0,30,0,,1,3,
 
 def test_haproxy_show_stat_gives_each_server_state():
     assert fleet.haproxy_servers(SHOW_STAT, "llmfleet_vllm") == {
-        "gpu1-0": {"status": "UP", "scur": 1, "check_status": "L7OK"},
-        "gpu2-0": {"status": "MAINT", "scur": 0, "check_status": "L4CON, refused"},
+        "gpu1-0": {"status": "UP", "scur": 1, "check_status": "L7OK", "backend": "llmfleet_vllm"},
+        "gpu2-0": {"status": "MAINT", "scur": 0, "check_status": "L4CON, refused", "backend": "llmfleet_vllm"},
     }
     assert fleet.haproxy_servers(SHOW_STAT, "other") == {}
+
+
+def test_a_balancer_routing_by_model_is_read_over_its_backends():
+    """One backend per model: the servers of all of them, each with its backend (the runtime API needs it)."""
+    text = SHOW_STAT + ("llmfleet_model_b,gpu1-b,0,0,0,1,,5,50,100,,0,,0,0,0,0,DOWN,1,1,0,0,0,30,0,,1,4,1,,5,,2,0,,1,"
+                        "L7STS,500,3\n")
+    servers = fleet.haproxy_servers(text, ["llmfleet_vllm", "llmfleet_model_b"])
+    assert sorted(servers) == ["gpu1-0", "gpu1-b", "gpu2-0"]
+    assert servers["gpu1-b"] == {"status": "DOWN", "scur": 0, "check_status": "L7STS", "backend": "llmfleet_model_b"}
+    assert list(fleet.haproxy_servers(text, ["llmfleet_model_b"])) == ["gpu1-b"]
+
+
+MANY = {"served_model_name": "chat", "bind_address": "0.0.0.0", "edge": True,
+        "replicas": [{"name": "chat-0", "port": 18000}, {"name": "emb-0", "port": 18001}],
+        "models": [{"name": "chat", "runner": "generate", "adapters": ["chat-lora"],
+                    "replicas": [{"name": "chat-0", "port": 18000}], "base_urls": ["http://10.0.0.1:8000/v1"]},
+                   {"name": "emb", "runner": "pooling", "replicas": [{"name": "emb-0", "port": 18001}],
+                    "base_urls": ["http://10.0.0.1:8000/v1"]}]}
+
+
+def test_with_many_models_each_replica_carries_its_model_and_the_hosts_edge_port():
+    backends = fleet.fleet_backends([{"host": "gpu1", "address": "10.0.0.1", "serving": MANY},
+                                     {"host": "gpu2", "address": "10.0.0.2", "serving": dict(
+                                         MANY, served_model_name="emb", replicas=MANY["replicas"][1:],
+                                         models=MANY["models"][1:])}], by_model=True)
+    assert [(b["name"], b["model"], b["runner"], b["edge_port"]) for b in backends] == [
+        ("gpu1-chat-0", "chat", "generate", 8000), ("gpu1-emb-0", "emb", "pooling", 8000),
+        ("gpu2-emb-0", "emb", "pooling", 8000)]
+    assert backends[0]["adapters"] == ["chat-lora"]
+    # One model per balancer without routing by model: hosts serving different first models are refused as before.
+    with pytest.raises(fleet.FleetError, match="different model names"):
+        fleet.fleet_backends([{"host": "gpu1", "address": "10.0.0.1", "serving": MANY},
+                              {"host": "gpu2", "address": "10.0.0.2", "serving": dict(MANY, served_model_name="emb")}])
 
 
 def test_haproxy_show_stat_rejects_other_text():
@@ -189,3 +222,20 @@ def test_a_group_over_two_hosts_is_one_member_the_leader():
         {"host": "gpu3", "address": "10.0.0.3", "serving": serving(["http://10.0.0.3:8000/v1"], [8000], bind="10.0.0.3")},
     ])
     assert [b["name"] for b in backends] == ["gpu1-0", "gpu3-0"]
+
+
+def test_a_drain_takes_each_replica_out_of_the_one_backend_or_the_hosts_edge_out_of_each_models_backend():
+    assert fleet.drain_targets(MANY, "gpu1", "llmfleet_vllm") == [
+        {"backend": "llmfleet_vllm", "server": "gpu1-chat-0"}, {"backend": "llmfleet_vllm", "server": "gpu1-emb-0"}]
+    assert fleet.drain_targets(MANY, "gpu1", "llmfleet_vllm", by_model=True) == [
+        {"backend": "llmfleet_model_chat", "server": "gpu1-chat"}, {"backend": "llmfleet_model_emb", "server": "gpu1-emb"}]
+    # A host still described as one model, behind a balancer that routes by model: its model's backend.
+    one = {"served_model_name": "tiny", "replicas": [{"name": "0", "port": 8000}]}
+    assert fleet.drain_targets(one, "gpu2", "llmfleet_vllm", by_model=True) == [
+        {"backend": "llmfleet_model_tiny", "server": "gpu2-tiny"}]
+
+
+def test_a_drain_waits_for_every_models_replicas_once():
+    serving = dict(MANY, replicas=MANY["replicas"][:1])
+    assert [r["name"] for r in fleet.drain_replicas(serving)] == ["chat-0", "emb-0"]
+    assert fleet.drain_replicas({"replicas": [{"name": "0"}]}) == [{"name": "0"}]

@@ -69,3 +69,39 @@ def test_another_backend_changes_the_balancer_configuration():
     values = variables("s1")
     values["__loadbalancer_haproxy"]["servers"][0]["address"] = "10.0.0.1:8009"
     assert render("haproxy.cfg.j2", values) != (FIXTURES / "s1-haproxy.cfg").read_text()
+
+
+def by_model_values():
+    """s1's inventory with many models: two models (one with an adapter) behind the edge and the balancer."""
+    values = variables("s1")
+    files = {"key_ids": "/k.map", "routes": "/r.map", "listings": "/l.map", "names": "/n.map", "upstream": "/u.map"}
+    members = [dict(r, model=m, adapters=a) for r, m, a in zip(values["loadbalancer_edge_replicas"], ["chat", "emb"],
+                                                                [["chat-lora"], []])]
+    values["__loadbalancer_edge"] = edge_config(members, {
+        "bind_address": "0.0.0.0", "path_prefixes": ["/v1/", "/metrics"], "public_paths": ["/health"], "keys_file": "",
+        "api_keys": values["loadbalancer_api_keys"], "route_by_model": True, "client_port": 8000,
+        "max_body_bytes": 1048576, "model_keys": [{"key": "emb-only-secret", "models": ["emb"]}], "files": files})
+    backends = [dict(b, model=m, host=b["name"].split("-")[0], edge_port=8000)
+                for b, m in zip(values["backends"], ["chat", "chat", "emb"])]
+    values["__loadbalancer_haproxy"] = balancer_config(backends, {
+        "path_prefixes": ["/v1/"], "keys_file": KEYS_FILE, "api_keys": values["loadbalancer_api_keys"],
+        "check_completion": True, "check_model": "chat", "route_by_model": True, "max_body_bytes": 1048576,
+        "model_keys": [], "files": files})
+    return values
+
+
+def test_routing_by_model_renders_one_edge_port_and_a_backend_per_model_without_any_key():
+    values = by_model_values()
+    edge, balancer = render("edge.cfg.j2", values), render("haproxy.cfg.j2", values)
+    assert "    tune.bufsize 1114112\n" in edge and "    tune.bufsize 1114112\n" in balancer
+    assert edge.count("\nfrontend ") == 1 and "    bind 0.0.0.0:8000\n" in edge and "0.0.0.0:8001" not in edge
+    for text in (edge, balancer):
+        assert "\nbackend llmfleet_model_chat\n" in text and "\nbackend llmfleet_model_emb\n" in text
+        assert "use_backend llmfleet_model_%[var(txn.llmfleet_backend)]\n" in text
+        assert "http-request wait-for-body time 30s\n" in text
+        for key in ("k1-secret", "k2-secret", "emb-only-secret"):
+            assert key not in text
+    # The balancer: emb only on the host that serves it, chat's check asks chat.
+    emb = balancer[balancer.index("backend llmfleet_model_emb"):]
+    assert "    server h3-emb host3.example:8000\n" in emb and "h1-" not in emb
+    assert '"model": "chat"' in balancer[balancer.index("backend llmfleet_model_chat"):balancer.index("backend llmfleet_model_emb")]
