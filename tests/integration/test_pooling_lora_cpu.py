@@ -13,15 +13,13 @@ Needs `make testbed`; three engine starts, 20-40 s each on an idle 2-core machin
 import json
 import os
 import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reliability_common import TOP, docker, load_env, local_image_id, module_result  # noqa: E402
+from reliability_common import (  # noqa: E402
+    TOP, docker, load_env, local_image_id, module_result, wait_container_healthy)
 
 sys.path.insert(0, os.path.join(TOP, "collections"))  # ansible_collections.llmfleet.vllm = this checkout
 
@@ -67,20 +65,11 @@ def serve(mounts, argv):
     volumes = [x for host, path in mounts.items() for x in ("-v", "%s:%s:ro" % (host, path))]
     docker("run", "-d", "--name", name, "-p", "127.0.0.1:%d:8000" % port, "-e", "VLLM_ENABLE_V1_MULTIPROCESSING=0",
            *volumes, IMAGE, *argv)
-    base, started = "http://127.0.0.1:%d" % port, time.monotonic()
+    base = "http://127.0.0.1:%d" % port
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            running = docker("inspect", "-f", "{{.State.Running}}", name, check=False).stdout.strip()
-            if running != "true" or time.monotonic() - started > START_TIMEOUT_S:
-                logs = docker("logs", "--tail", "40", name, check=False)
-                pytest.fail("vllm-cpu did not become healthy:\n%s%s" % (logs.stdout, logs.stderr))
-            time.sleep(1)
+        failure = wait_container_healthy(base, name, START_TIMEOUT_S)
+        if failure:
+            pytest.fail(failure)
         yield base + "/v1", name
     finally:
         docker("rm", "-f", name, check=False)
