@@ -299,7 +299,6 @@ def _smoke_generate(module, p, models):
                      summary=summary)
 
 
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -330,6 +329,7 @@ def main():
         _smoke_pooling(module, p, models)
 
     _smoke_generate(module, p, models)
+
 
 if __name__ == "__main__":
     main()

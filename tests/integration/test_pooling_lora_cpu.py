@@ -97,7 +97,7 @@ def test_the_embedding_model_passes_the_smoke_test_of_its_kind(embedder, tmp_pat
 
 
 def test_score_on_the_embedding_model_and_a_wrong_size_is_refused(embedder, tmp_path):
-    base_url, _ = embedder
+    base_url = embedder[0]
     scored = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="emb", kind="score"), tmp_path)
     assert not scored.get("failed"), scored.get("msg")
     assert len(scored["scores"]) == 2 and all(isinstance(s, float) for s in scored["scores"])
@@ -107,7 +107,7 @@ def test_score_on_the_embedding_model_and_a_wrong_size_is_refused(embedder, tmp_
 
 
 def test_a_chat_smoke_test_of_the_embedding_model_fails_with_vllms_404(embedder, tmp_path):
-    base_url, _ = embedder
+    base_url = embedder[0]
     result = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="emb"), tmp_path)
     assert result.get("failed") and "/chat/completions answered HTTP 404" in result["msg"]
 
@@ -115,7 +115,7 @@ def test_a_chat_smoke_test_of_the_embedding_model_fails_with_vllms_404(embedder,
 @pytest.mark.skipif(not RERANK_DIR, reason="needs the tiny reranker of 41-tiny-pooling-model.sh")
 def test_a_reranker_scores_by_its_architecture(tmp_path):
     argv = ["/models/rr", "--served-model-name", "rr"] + render_vllm_args(runner_args("pooling", None, image_table()))
-    for base_url, _ in serve({RERANK_DIR: "/models/rr"}, argv + FAST):
+    for base_url, _name in serve({RERANK_DIR: "/models/rr"}, argv + FAST):
         # deployed as a pooling model without convert (kind embed): its cross-encoder class makes it a score test
         result = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="rr", kind="embed",
                                                                   model_dir=RERANK_DIR), tmp_path)
@@ -131,7 +131,7 @@ def test_a_lora_adapter_is_served_by_its_own_name(tmp_path):
         rank = adapter_rank(json.load(handle))
     flags = lora_args([{"name": "sql", "path": "/adapters/sql", "rank": rank}], image_table())
     argv = ["/models/tiny", "--served-model-name", "tiny", "--kv-cache-memory-bytes", "64M"] + render_vllm_args(flags)
-    for base_url, _ in serve({ARCHS["tiny-llama"]: "/models/tiny", adapter_dir: "/adapters/sql"}, argv + FAST):
+    for base_url, _name in serve({ARCHS["tiny-llama"]: "/models/tiny", adapter_dir: "/adapters/sql"}, argv + FAST):
         result = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="sql", max_tokens=4),
                                tmp_path)
         assert not result.get("failed"), result.get("msg")

@@ -104,12 +104,12 @@ def test_a_chat_to_a_pooling_model_must_get_a_4xx():
 
 
 MODELS = [
-        {"name": "chat", "runner": "generate", "model_path": "/srv/m/chat", "adapters": ["sql"],
-         "base_urls": ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]},
-        {"name": "emb", "runner": "pooling", "model_path": "/srv/m/emb", "adapters": [],
-         "base_urls": ["http://127.0.0.1:8003/v1"]},
-        {"name": "rerank", "runner": "pooling", "convert": "classify", "model_path": "/srv/m/rr",
-         "base_urls": ["http://127.0.0.1:8004/v1"]},
+    {"name": "chat", "runner": "generate", "model_path": "/srv/m/chat", "adapters": ["sql"],
+     "base_urls": ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]},
+    {"name": "emb", "runner": "pooling", "model_path": "/srv/m/emb", "adapters": [],
+     "base_urls": ["http://127.0.0.1:8003/v1"]},
+    {"name": "rerank", "runner": "pooling", "convert": "classify", "model_path": "/srv/m/rr",
+     "base_urls": ["http://127.0.0.1:8004/v1"]},
 ]
 
 
