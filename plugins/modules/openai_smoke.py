@@ -47,6 +47,13 @@ options:
     description: Seconds allowed for each request.
     type: int
     default: 120
+  ca_path:
+    description:
+      - The CA certificate (PEM) an C(https://) endpoint's certificate is verified against, for example the fleet's
+        C(/etc/llmfleet/tls/ca.crt); empty, the system's trusted CAs. The certificate is always verified.
+    type: path
+    default: ""
+    version_added: 1.1.0
   chat_template_kwargs:
     description: "Passed to vLLM as C(chat_template_kwargs), for example C({\"enable_thinking\": false})."
     type: dict
@@ -91,6 +98,13 @@ EXAMPLES = r"""
     base_url: http://127.0.0.1:8000/v1
     model: qwen3.5-35b-a3b
     api_key: "{{ vllm_server_api_key }}"
+
+- name: Smoke-test an edge that speaks TLS, verified against the fleet's CA
+  llmfleet.vllm.openai_smoke:
+    base_url: https://127.0.0.1:8000/v1
+    model: qwen3.5-35b-a3b
+    api_key: "{{ vllm_server_api_key }}"
+    ca_path: /etc/llmfleet/tls/ca.crt
 """
 
 RETURN = r"""
@@ -190,7 +204,7 @@ def _request(module, path, body=None):
 def _open(module, request):
     try:
         return open_url(request["url"], data=request["data"], headers=request["headers"], method=request["method"],
-                        timeout=module.params["timeout"])
+                        timeout=module.params["timeout"], ca_path=module.params["ca_path"] or None)
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")[:500]
         hint = " (check the API key: vLLM's --api-key protects /v1)" if exc.code == 401 else ""
@@ -204,7 +218,7 @@ def _status(module, request):
     """The HTTP status of a request (None when it got no answer in time); the body is not needed."""
     try:
         with open_url(request["url"], data=request["data"], headers=request["headers"], method=request["method"],
-                      timeout=module.params["timeout"]) as response:
+                      timeout=module.params["timeout"], ca_path=module.params["ca_path"] or None) as response:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -313,6 +327,7 @@ def main():
             embedding_size=dict(type="int"),
             model_dir=dict(type="path"),
             check_chat_refused=dict(type="bool", default=True),
+            ca_path=dict(type="path", default=""),
         ),
         supports_check_mode=True,
     )
