@@ -125,8 +125,8 @@ def test_an_entrys_adapters_are_served_with_lora_flags_mounted_and_named():
                  adapter_configs={"/srv/m/qwen.adapters/sql/adapter_config.json": json.dumps({"r": 4}),
                                   "/srv/m/qwen.adapters/chat/adapter_config.json": json.dumps({"r": 12}),
                                   "/srv/m/ports.json": None})
-    listed = entries({"name": "qwen", "model": "q", "adapters": [{"name": "sql", "model": "o/sql"},
-                                                                  {"name": "chat", "model": "o/chat"}]})
+    adapters = [{"name": "sql", "model": "o/sql"}, {"name": "chat", "model": "o/chat"}]
+    listed = entries({"name": "qwen", "model": "q", "adapters": adapters})
     (qwen,), _ports = SV.list_models(listed, BASE, serve, "cpu")
     # The largest rank (12) rounded up to a rank the image accepts (16).
     assert qwen["args"] == {"enable-lora": True, "lora-modules": ["sql=/adapters/sql", "chat=/adapters/chat"],
