@@ -84,6 +84,7 @@ def edge_setup(tmp):
     for entry in edge_route_files(EDGE_MEMBERS, settings):
         (tmp / Path(entry["path"]).name).write_text(entry["content"])
 
+
 # The balancer: model alpha on hosts h1 and h2, beta on h1 only; each host's "edge" is a stand-in.
 FLEET = [
     {"name": "h1-alpha-0", "host": "h1", "address": "127.0.0.1", "port": 8000, "edge_port": 28001, "model": "alpha",
@@ -110,6 +111,7 @@ def balancer_setup(tmp):
     (tmp / "haproxy.cfg").write_text(text)
     for entry in balancer_route_files(FLEET, settings):
         (tmp / Path(entry["path"]).name).write_text(entry["content"])
+
 
 @pytest.fixture(scope="module")
 def proxies(tmp_path_factory):
@@ -292,7 +294,6 @@ def test_prometheus_reaches_each_replicas_metrics_by_name_on_the_one_port(proxie
         status, doc = answer(proxies["edge"], "GET", path, key=FULL_KEY)
         assert status == 400 and "alpha-0, alpha-1, beta-0" in doc["error"]["message"]
     assert request(proxies["edge"], "GET", "/metrics?replica=beta-0")[0] == 401
-
 
 
 def test_a_model_whose_replicas_are_down_is_answered_503_and_named_by_the_edges_health(proxies):
