@@ -6,6 +6,8 @@
 plugins/modules/vllm_placement.py)."""
 from __future__ import annotations
 
+import os
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
@@ -20,7 +22,9 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list imp
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import hub_metadata as H
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.engine_args import engine_overrides
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import ProfileError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import DEFAULT_MAX_LORA_RANK
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.pooling import pooling_attention, pooling_features
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import ProfileError, read_model_dir
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.placement import (
     PLACEMENT_HEADER, place, placement_rows)
 
@@ -40,9 +44,30 @@ def _facts(args):
     return annotate_gpu_facts(facts, load_catalogue())
 
 
+def _encoder(args, entry):
+    """An encoder-only pooling model's config.json and weights ({config, weights_bytes}: a model directory on the
+    controller or a hub repo id), planned without planner.plan (pooling.encoder_plan); None for any other model."""
+    path = os.path.expanduser(entry["model"])
+    if os.path.isdir(path):
+        config, index, weights = read_model_dir(path)
+    elif H.looks_like_repo_id(entry["model"]):
+        meta = H.fetch_metadata(entry["model"], args["hub_source"], entry["revision"] or args.get("hub_revision"),
+                                args.get("hub_endpoint"), args.get("hub_token"), args["metadata_cache_dir"])
+        config, index, weights = meta["config"], meta["index"], meta.get("safetensors_bytes")
+    else:
+        return None
+    if pooling_attention(config) != "encoder_only":
+        return None
+    return {"config": config, "weights_bytes": ((index or {}).get("metadata") or {}).get("total_size") or weights}
+
+
 def _inputs(args, index, entry, profiles):
-    """planner.plan's inputs of one entry: its profile, and its args_extra read like vllm_plan reads them."""
+    """planner.plan's inputs of one entry: its profile, and its args_extra read like vllm_plan reads them; an
+    encoder-only pooling model's config and weights instead (no KV cache to plan)."""
     var = "llmfleet_models[%d].args_extra" % index
+    encoder = _encoder(args, entry) if entry["runner"] == "pooling" else None
+    if encoder:
+        return {"encoder": encoder, "plan_args": {"max_model_len": entry["max_model_len"]}}
     margs = dict(args, model=entry["model"], model_config=None, weights_bytes=None,
                  hub_revision=entry["revision"] or args.get("hub_revision"))
     try:
@@ -59,7 +84,16 @@ def _inputs(args, index, entry, profiles):
                      vllm_version=args["vllm_version"], hybrid_manager=hybrid,
                      features=dict(entry["features"] or {}, **features) or None)
     plan_args.update(given)
-    return {"profile": profile, "plan_args": plan_args, "alternatives": list(profiles.values())}
+    if entry["runner"] == "pooling":
+        # prefix caching as vLLM sets it for a pooling model (off for MEAN / CLS pooling); the entry's own wins
+        plan_args["features"] = dict(pooling_features(profile.get("config") or {}, vllm_version=args["vllm_version"]),
+                                     **(plan_args["features"] or {}))
+    out = {"profile": profile, "plan_args": plan_args, "alternatives": list(profiles.values())}
+    if entry["adapters"]:
+        # vLLM's LoRA slots, planned at the adapters' rank when the entry gives it, else at vLLM's default rank
+        out["lora"] = {"max_loras": len(entry["adapters"]), "max_lora_rank": max(
+            int((a.get("rank") if isinstance(a, dict) else None) or DEFAULT_MAX_LORA_RANK) for a in entry["adapters"])}
+    return out
 
 
 class ActionModule(ActionBase):

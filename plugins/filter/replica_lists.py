@@ -36,6 +36,13 @@ def replica_files(replicas, config_dir, kinds):
         raise AnsibleFilterError("replica_files: %s" % exc)
 
 
+def instance_paths(names, config_dir, settings_only=False):
+    if not isinstance(names, list):
+        raise AnsibleFilterError("instance_paths expects a list of instance names, got %r" % (names,))
+    return SL.instance_paths([str(n) for n in names], str(config_dir), bool(settings_only))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"edge_members": edge_members, "watchdog_targets": watchdog_targets, "replica_files": replica_files}
+        return {"edge_members": edge_members, "watchdog_targets": watchdog_targets, "replica_files": replica_files,
+                "instance_paths": instance_paths}

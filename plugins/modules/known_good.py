@@ -56,6 +56,20 @@ options:
   model_dir:
     description: The model directory the replicas mount (its manifest is compared with the kept one on restore).
     type: path
+  replica_model_dirs:
+    description:
+      - "Many models: the model directory of each replica, C({name: directory}); a replica not named mounts
+        O(model_dir). On restore each directory is compared with the manifest its own replicas served."
+    type: dict
+    default: {}
+    version_added: 1.1.0
+  model_manifests:
+    description:
+      - "Many models, with O(state=saved): the manifest digest of each model directory, C({directory: digest}), for
+        replicas that do not carry their own (before O(model_manifest))."
+    type: dict
+    default: {}
+    version_added: 1.1.0
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -175,8 +189,9 @@ def save(module, p):
     for replica in p["replicas"]:
         name = str(replica["name"])
         pairs = [(live, copy) for live, copy in _pairs(p, name) if os.path.exists(live)]
-        manifest = replica.get("model_manifest") or p["model_manifest"]
-        record = json.dumps({"model_dir": p["model_dir"], "model_manifest": manifest}, sort_keys=True) + "\n"
+        model_dir = _model_dir(p, name)
+        manifest = replica.get("model_manifest") or p["model_manifests"].get(model_dir) or p["model_manifest"]
+        record = json.dumps({"model_dir": model_dir, "model_manifest": manifest}, sort_keys=True) + "\n"
         record_path = os.path.join(p["keep_dir"], "vllm-%s.json" % name)
         stale = [pair for pair in pairs if not _same(*pair)]
         if not stale and read_text(record_path) == record:
@@ -211,8 +226,13 @@ def _restore_model(module, model_dir, want):
     return True
 
 
+def _model_dir(p, name):
+    """The model directory replica name mounts: its own (replica_model_dirs), else model_dir."""
+    return p["replica_model_dirs"].get(name) or p["model_dir"]
+
+
 def restore(module, p):
-    restored, missing, wants = [], [], set()
+    restored, missing, wants = [], [], {}
     for replica in p["replicas"]:
         name = str(replica["name"])
         record_text = read_text(os.path.join(p["keep_dir"], "vllm-%s.json" % name))
@@ -220,17 +240,19 @@ def restore(module, p):
             missing.append(name)
             continue
         try:
-            wants.add(json.loads(record_text).get("model_manifest"))
+            wants.setdefault(_model_dir(p, name), set()).add(json.loads(record_text).get("model_manifest"))
         except ValueError:
             pass
         restored.append(name)
         for live, copy in _pairs(p, name):
             if os.path.exists(copy) and not _same(copy, live) and not module.check_mode:
                 _copy(copy, live)
-    wants.discard(None)
     model_restored = False
-    if len(wants) == 1 and restored:
-        model_restored = _restore_model(module, p["model_dir"], wants.pop())
+    # Each model directory whose replicas served one manifest gets it back (a directory's previous generation).
+    for model_dir, want in sorted(wants.items(), key=lambda kv: str(kv[0])):
+        want.discard(None)
+        if len(want) == 1 and restored:
+            model_restored = _restore_model(module, model_dir, want.pop()) or model_restored
     return {"restored": restored, "missing": missing, "model_restored": model_restored, "changed": bool(restored)}
 
 
@@ -240,6 +262,8 @@ def main():
             state=dict(type="str", choices=["saved", "restored"], required=True),
             replicas=dict(type="list", elements="dict", required=True),
             model_manifest=dict(type="str"),
+            replica_model_dirs=dict(type="dict", default={}),
+            model_manifests=dict(type="dict", default={}),
             config_dir=dict(type="path", default="/etc/llmfleet"),
             keep_dir=dict(type="path"),
             unit_file=dict(type="path", default="/etc/systemd/system/llmfleet-vllm@.service"),

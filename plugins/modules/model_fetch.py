@@ -124,6 +124,14 @@ options:
     description: Parallel file downloads / hashes.
     type: int
     default: 8
+  kind:
+    description:
+      - C(model), or C(adapter) for a LoRA adapter directory (PEFT) - it needs C(adapter_config.json) and its weights
+        instead of C(config.json) and tokenizer files; every file is verified the same way.
+    type: str
+    choices: [model, adapter]
+    default: model
+    version_added: 1.1.0
 author:
   - llmfleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -302,6 +310,7 @@ def main():
             peer_timeout=dict(type="int", default=30),
             peer_bwlimit_kib=dict(type="int", default=0),
             keep_previous=dict(type="bool", default=False),
+            kind=dict(type="str", choices=["model", "adapter"], default="model"),
         ),
         required_if=[("source", "hf", ["repo_id"]), ("source", "modelscope", ["repo_id"]),
                      ("source", "local", ["local_path"]), ("source", "archive", ["archive_path"])],

@@ -69,6 +69,26 @@ options:
         description: Engine cache environment by accelerator profile (vllm_server_engine_cache_accelerator_env).
         type: dict
         default: {}
+      runner:
+        description: vLLM's runner, C(generate) or C(pooling) (embedding, classification and score models).
+        type: str
+        choices: [generate, pooling]
+        default: generate
+        version_added: 1.1.0
+  serve_list:
+    description:
+      - The models of C(llmfleet_models) (issue 39). When C(entries) is given, they replace I(models), whose first
+        entry then gives only the role-wide C(args_extra), C(env), C(accelerator_env),
+        C(engine_cache_accelerator_env) and C(shutdown_timeout) (an entry's C(args_extra) and C(env) merged over
+        them).
+      - "Keys: C(entries) (the llmfleet.vllm.model_list filter's models), C(model_paths) ({name: host directory},
+        model_weights_paths), C(placement) (llmfleet_placement: each GPU instance's GPUs, flags and start_after),
+        C(cpu_args) (the CPU engine's plan flags: C(kv-cache-memory-bytes), C(max-model-len)), C(recorded_ports)
+        (the host's port record, {instance: port}), C(first_port) (where new instances' ports start) and C(edge_port)
+        (with the edge, its one client port that routes by model: every replica's base URL)."
+    type: dict
+    default: {}
+    version_added: 1.1.0
   accelerator:
     description: The accelerator profile (C(gpu) or C(cpu)).
     type: str
@@ -228,12 +248,13 @@ env:
   returned: always
   type: dict
 base_urls:
-  description: The OpenAI base URLs of the replicas that serve the API.
+  description: The OpenAI base URLs of the replicas that serve the API (the first model's, with I(serve_list); each
+    model's are in RV(models_described)).
   returned: always
   type: list
   elements: str
 edge_members:
-  description: The edge's replicas, C([{name, port, address, backend_port}]).
+  description: The edge's replicas, C([{name, port, address, backend_port, model}]).
   returned: always
   type: list
   elements: dict
@@ -264,6 +285,40 @@ unit_template:
     run, env}).
   returned: always
   type: dict
+replica_inputs:
+  description: Each replica's C(name), C(port) and C(gpus), over all models (the shape of vllm_server_replicas).
+  returned: always
+  type: list
+  elements: dict
+  version_added: 1.1.0
+ports:
+  description: "The port record to keep, C({instance: port}) (empty for the one-model shorthand)."
+  returned: always
+  type: dict
+  version_added: 1.1.0
+sequential:
+  description: The replicas that start one after another (co-tenants of a GPU), in start order.
+  returned: always
+  type: list
+  elements: str
+  version_added: 1.1.0
+models_described:
+  description: "Per model C(name), C(runner), C(model_path), C(replicas) ({name, port, gpus}), C(base_urls), C(adapters)
+    (serving.json's C(models))."
+  returned: always
+  type: list
+  elements: dict
+  version_added: 1.1.0
+model_dirs:
+  description: "With I(serve_list), each replica's model directory, C({name: directory}) (empty without)."
+  returned: always
+  type: dict
+  version_added: 1.1.0
+many:
+  description: Whether the replicas come from C(llmfleet_models) (I(serve_list)).
+  returned: always
+  type: bool
+  version_added: 1.1.0
 port_offset: {description: What vLLM's port adds to the replica's (0 without the edge)., returned: always, type: int}
 health_base: {description: "C(http://<address>:) where this host reaches vLLM.", returned: always, type: str}
 client_base: {description: "C(http://<address>:) where clients reach the replicas.", returned: always, type: str}
@@ -281,6 +336,7 @@ _MODEL = dict(
     env=dict(type="dict", default={}),
     accelerator_env=dict(type="dict", default={}),
     engine_cache_accelerator_env=dict(type="dict", default={}),
+    runner=dict(type="str", default="generate", choices=["generate", "pooling"]),
 )
 ARGUMENT_SPEC = dict(
     models=dict(type="list", elements="dict", required=True, options=_MODEL),
@@ -300,6 +356,7 @@ ARGUMENT_SPEC = dict(
     docker_run_args=dict(type="list", elements="str", default=[]),
     watchdog_textfile_dir=dict(type="str", default=""),
     multinode=dict(type="dict", default={}),
+    serve_list=dict(type="dict", default={}),
 )
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402

@@ -89,6 +89,14 @@ options:
   model_dir:
     description: A model directory on the host to check for completeness (config, tokenizer files, every shard).
     type: path
+  model_dirs:
+    description:
+      - More model directories (the other models of a host that serves several), each checked like O(model_dir);
+        the digest of what each holds is in RV(model_manifests).
+    type: list
+    elements: path
+    default: []
+    version_added: 1.1.0
   check_tokenizer:
     description: Require tokenizer files in O(model_dir) (off when C(--tokenizer) points elsewhere).
     type: bool
@@ -200,6 +208,11 @@ model_manifest:
   returned: always
   type: str
   sample: "sha256:9b1d..."
+model_manifests:
+  description: "What each directory of O(model_dirs) holds, C({directory: digest}) (as RV(model_manifest))."
+  returned: always
+  type: dict
+  version_added: 1.1.0
 """
 
 import json
@@ -419,6 +432,7 @@ ARGUMENT_SPEC = dict(
     edge_config=dict(type="path", default="/etc/llmfleet/edge.cfg"),
     edge_unit=dict(type="str", default=""),
     model_dir=dict(type="path"),
+    model_dirs=dict(type="list", elements="path", default=[]),
     check_tokenizer=dict(type="bool", default=True),
     units=dict(type="list", elements="str", default=[]),
     health_base=dict(type="str", default=""),
@@ -441,8 +455,15 @@ def main():
     files = dict((path, read_text(path)) for path in p["read_files"])
     module.exit_json(changed=False, replicas=result_replicas, restart=restart, units=units, files=files,
                      listening_ports=sorted(set(port for _unused, port, _unused in listening)),
-                     model_problems=_model_problems(p["model_dir"], p["check_tokenizer"]),
-                     model_manifest=model_dir_digest(p["model_dir"]) if p["model_dir"] else None)
+                     model_problems=[m for d in _model_dirs(p) for m in _model_problems(d, p["check_tokenizer"])],
+                     model_manifest=model_dir_digest(p["model_dir"]) if p["model_dir"] else None,
+                     model_manifests=dict((d, model_dir_digest(d)) for d in p["model_dirs"]))
+
+
+def _model_dirs(p):
+    """model_dir, then the other model_dirs, each once."""
+    dirs = [p["model_dir"]] if p["model_dir"] else []
+    return dirs + [d for d in p["model_dirs"] if d not in dirs]
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ description:
   - An unknown or removed flag fails the task with the flag, the image and the closest valid spelling, so
     the play stops before the running service is touched.
   - With O(min_vllm_version), also reads the image's vLLM version and refuses an image older than that.
+  - A value of a flag whose help lists its choices (C(--runner), C(--max-lora-rank)) must be one of them.
   - Values of the flags the help text marks as JSON (C(Should either be a valid JSON string)) must parse.
   - With O(env), every C(VLLM_*) name in it must be one of the image's own variables
     (C(vllm.envs.environment_variables), read once per image ID and cached like the help text).
@@ -116,6 +117,20 @@ options:
     description: C(gpu) or C(cpu), the attention backends O(model_dir) is checked against.
     type: str
     default: gpu
+  runner:
+    description:
+      - The model's runner, C(generate) or C(pooling) (embedding, classification and score models). With C(pooling)
+        the rendered O(args) must carry the runner flags that this image spells (C(--runner pooling) and
+        C(--convert) from vLLM 0.10.0, C(--task) before); an image that has neither is refused naming what it has.
+      - The flags the image needs are returned as RV(runner_args) either way.
+    type: str
+    choices: [generate, pooling]
+    version_added: 1.1.0
+  convert:
+    description: How a pooling model is served (C(embed) or C(classify)); unset, vLLM decides from the architecture.
+    type: str
+    choices: [embed, classify]
+    version_added: 1.1.0
   timeout:
     description: Seconds allowed for each throw-away container.
     type: int
@@ -199,6 +214,12 @@ problems:
   returned: always
   type: list
   elements: dict
+runner_args:
+  description: The runner flags (flag name -> value) that this image needs for O(runner) and O(convert).
+  returned: when O(runner) is given
+  type: dict
+  sample: {runner: pooling, convert: embed}
+  version_added: 1.1.0
 env_known:
   description: How many environment variables the image's vLLM reads (null when not read).
   returned: always
@@ -217,6 +238,13 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.json_flags im
     JSON_FLAGS,
     json_argv_problems,
     json_flags_from_help,
+)
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.runner_flags import (
+    choice_problems,
+    flag_table,
+    runner_args,
+    runner_problem,
+    RunnerFlagsError,
 )
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_args import VllmArgsError, render_vllm_args
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_flags import (
@@ -283,6 +311,8 @@ ARGUMENT_SPEC = dict(
     help_args=dict(type="list", elements="str", default=["--help=all"]),
     docker_run_args=dict(type="list", elements="str", default=["--network", "none"]),
     timeout=dict(type="int", default=180),
+    runner=dict(type="str", choices=["generate", "pooling"]),
+    convert=dict(type="str", choices=["embed", "classify"]),
     env=dict(type="dict"),
     env_var=dict(type="str", default="env"),
     args_extra=dict(type="dict"),
@@ -453,6 +483,26 @@ def _check_flags(module, p, img, flags, help_text, version, result):
             + " Nothing was restarted.", **result)
 
 
+def _check_choices_and_runner(module, p, img, help_text, result):
+    """Refuse a value outside a flag's choices, and argv without the runner flags this image needs for p["runner"]."""
+    table = flag_table(help_text)
+    bad = choice_problems(p["args"], table)
+    if bad:
+        result["problems"] = bad
+        module.fail_json(msg=" ".join("%s %s is not accepted by %s (it takes %s)." % (
+            b["flag"], b["value"], img.name, ", ".join(b["choices"])) for b in bad) + " Nothing was restarted.",
+            **result)
+    if not p["runner"]:
+        return
+    try:
+        result["runner_args"] = runner_args(p["runner"], p["convert"], table, img.name)
+    except RunnerFlagsError:
+        result["runner_args"] = None
+    problem = runner_problem(p["args"], p["runner"], p["convert"], table, img.name)
+    if problem:
+        module.fail_json(msg="%s: %s Nothing was restarted." % (p["model"] or "the model", problem), **result)
+
+
 def _check_env(module, p, img, facts, result):
     """Refuse VLLM_* names in env that the image's vLLM does not read."""
     known = None
@@ -517,6 +567,7 @@ def main():
     if image_facts:
         result["image_facts"] = image_facts
     _check_flags(module, p, img, flags, help_text, version, result)
+    _check_choices_and_runner(module, p, img, help_text, result)
     if p["env"]:
         _check_env(module, p, img, facts, result)
     if p["model_dir"]:

@@ -96,3 +96,43 @@ def test_bench_playbook_collects_results_and_renders_the_report(bench_env, tmp_p
             if path.is_file():
                 data = path.read_text(errors="replace")
                 assert not any(k and k in data for k in key_lines), f"API key found in {path}"
+
+
+def _bench(extra, tmp_path):
+    """playbooks/bench.yml on this machine through llmfleet-run; (return code, its JSON summary)."""
+    inventory = ROOT / "tests" / "integration" / "runner_cli" / "hosts.yml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ansible_collections.llmfleet.vllm.plugins.cli.runner", "playbooks/bench.yml",
+         "-i", str(inventory), "-e", json.dumps(dict({"benchmark_hosts": "localhost"}, **extra)),
+         "--artifacts-dir", str(tmp_path / "runs")],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT / "collections")), capture_output=True, text=True,
+        timeout=300, check=False)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_bench_model_selects_the_model_and_refuses_an_unknown_name(tmp_path):
+    """-e bench_model=NAME on a host of two models (serving.json as vllm_server writes it): the requests carry that
+    name and the tokenizer comes from its directory; an unknown name fails before anything runs, listing the served
+    names; a model of the pooling runner is refused for the generation benchmark. No endpoint is needed: each run
+    stops before the client would start."""
+    models = [{"name": name, "runner": runner, "model_path": str(tmp_path / name),
+               "replicas": [{"name": "%s-0" % name, "port": port, "gpus": []}],
+               "base_urls": ["http://127.0.0.1:%d/v1" % port], "adapters": []}
+              for name, runner, port in (("chat", "generate", 8001), ("embed", "pooling", 8002))]
+    serving = tmp_path / "serving.json"
+    serving.write_text(json.dumps(dict(served_model_name="chat", model_path=models[0]["model_path"], image="img:1",
+                                       replicas=models[0]["replicas"], base_urls=models[0]["base_urls"], models=models)))
+    base = {"benchmark_serving_file": str(serving), "benchmark_render_report": False}
+
+    rc, summary = _bench(dict(base, bench_model="llama"), tmp_path / "unknown")
+    assert rc != 0
+    (failed,) = summary["failed_tasks"]
+    assert "does not serve a model named 'llama'; it serves: chat, embed" in json.dumps(failed), failed
+
+    rc, summary = _bench(dict(base, bench_model="embed"), tmp_path / "pooling")
+    assert rc != 0 and "runs on vLLM's pooling runner" in json.dumps(summary["failed_tasks"]), summary["failed_tasks"]
+
+    # chat's directory has no tokenizer here: the run stops at that check, naming chat's own directory.
+    rc, summary = _bench(dict(base, bench_model="chat"), tmp_path / "chat")
+    assert rc != 0
+    assert "%s/tokenizer_config.json does not exist" % (tmp_path / "chat") in json.dumps(summary["failed_tasks"])

@@ -317,3 +317,47 @@ def test_flag_check_against_the_cpu_image(tmp_path):
     run, res = _flag_check(tmp_path, ["/models/tiny"], min_vllm_version="99.0", model="tiny")
     assert run.rc != 0
     assert "tiny needs vLLM >= 99.0" in res["msg"]
+
+
+def _serving_of_two_models(tmp_path):
+    """serving.json as vllm_server writes it on a host of two models (the first model's keys at the top)."""
+    models = [{"name": name, "runner": runner, "model_path": str(tmp_path / name),
+               "replicas": [{"name": "%s-0" % name, "port": port, "gpus": []}],
+               "base_urls": ["http://127.0.0.1:%d/v1" % port], "adapters": []}
+              for name, runner, port in (("chat", "generate", 8001), ("embed", "pooling", 8002))]
+    serving = dict(served_model_name="chat", model_path=models[0]["model_path"], replicas=models[0]["replicas"],
+                   base_urls=models[0]["base_urls"], image=IMAGE, models=models)
+    path = tmp_path / "serving.json"
+    path.write_text(json.dumps(serving))
+    return path
+
+
+def test_diagnose_model_selects_that_model_s_replicas_and_refuses_an_unknown_name(tmp_path):
+    """-e diagnose_model=NAME on a host of two models: that model's replicas only; an unknown name fails first,
+    listing the served names (no unit or container of this host is looked at)."""
+    serving = _serving_of_two_models(tmp_path)
+    (tmp_path / "ok").mkdir()
+    run, _reports, stdout = _run_diagnose([], {"diagnose_model": "embed", "diagnose_serving_file": str(serving),
+                                               "diagnose_probe_api": False}, tmp_path / "ok")
+    assert run.rc == 0, stdout[-3000:]
+    (said,) = [e["event_data"]["res"]["msg"] for e in run.events if e.get("event") == "runner_on_ok"
+               and e["event_data"].get("task") == "Print the host's GPU memory and disk space"]
+    assert said[0] == "replicas found: embed-0", said
+    assert "model %s, served as embed, replicas embed-0" % (tmp_path / "embed") in said[-1], said
+    # Without diagnose_model: every replica against its own model's directory (embed's is missing here).
+    (tmp_path / "chat").mkdir()
+    (tmp_path / "all").mkdir()
+    run, reports, stdout = _run_diagnose(["chat-0", "embed-0"], {"diagnose_serving_file": str(serving),
+                                                               "diagnose_probe_api": False}, tmp_path / "all")
+    assert run.rc == 0, stdout[-3000:]
+    assert "model directory %s does not exist" % (tmp_path / "embed") in "\n".join(reports["embed-0"])
+    assert str(tmp_path / "embed") not in "\n".join(reports["chat-0"])
+    (tmp_path / "unknown").mkdir()
+    run, _reports, stdout = _run_diagnose([], {"diagnose_model": "llama", "diagnose_serving_file": str(serving)},
+                                          tmp_path / "unknown")
+    assert run.rc != 0
+    failed = [e["event_data"] for e in run.events if e.get("event") == "runner_on_failed"]
+    assert [f["task"] for f in failed] == ["Decode the deployment description (of the model diagnose_model names)"]
+    assert "does not serve a model named 'llama'; it serves: chat, embed" in failed[0]["res"]["msg"]
+    ran = [e["event_data"]["task"] for e in run.events if e.get("event") == "runner_on_ok"]
+    assert not any(task.startswith("List the vLLM") for task in ran), ran

@@ -92,3 +92,18 @@ def test_a_seed_of_another_image_is_ignored(first_host, tmp_path):
     result, runs = check(tmp_path, "cache", seed=seed)
     assert not result.get("failed"), result.get("msg")
     assert result["facts_source"] == "image" and runs == 1 and result["image_id"] == IMAGE_ID
+
+
+def test_pooling_runner_and_lora_rank_checked_against_the_image(first_host, tmp_path):
+    """runner: pooling needs the image's own spelling of the pooling runner (vLLM 0.32: --runner pooling, --convert);
+    a value outside a flag's choices (--max-lora-rank 4) is refused before anything restarts."""
+    seed = json.dumps(first_host["result"]["image_facts"])
+    missing, _ = check(tmp_path, "cache", seed=seed, runner="pooling", convert="embed", model="embedder")
+    assert missing.get("failed")
+    assert missing["runner_args"] == {"runner": "pooling", "convert": "embed"}
+    assert "embedder: a model with runner: pooling needs --convert embed --runner pooling on " + IMAGE in missing["msg"]
+    good, _ = check(tmp_path, "cache", seed=seed, runner="pooling", convert="embed",
+                    args=ARGS + ["--runner", "pooling", "--convert", "embed"])
+    assert not good.get("failed"), good.get("msg")
+    rank, _ = check(tmp_path, "cache", seed=seed, args=ARGS + ["--enable-lora", "--max-lora-rank", "4"])
+    assert rank.get("failed") and "--max-lora-rank 4 is not accepted by %s (it takes 1, 8, 16," % IMAGE in rank["msg"]

@@ -16,8 +16,13 @@ and its unit restarted; the reason and a diagnosis (the collection's diagnose si
 the container's log) go to the journal. Every run writes Prometheus metrics for the node exporter's textfile
 collector (llmfleet_watchdog_*), on which the LLMFleetReplicaHung alert fires.
 
-Config (written by the vllm_server role): {"replicas": [{"name", "url", "unit", "container", "env_file"}],
-"model", "timeout", "failures", "textfile", "state", "diagnose": true}
+On a host of several models each replica is probed with its own model's name, and replicas that share a GPU are
+never restarted at the same moment: vLLM sizes its memory from what the GPU has free when it starts, so two
+engines starting together on one GPU mis-size each other. A hung replica whose GPU has a co-tenant restarted in
+this run, or still starting from an earlier one, waits for a later run (restart_turns).
+
+Config (written by the vllm_server role): {"replicas": [{"name", "url", "unit", "container", "env_file", and on
+a host of several models "model", "gpus" and "runner" (generate or pooling)}], "model", "timeout", "failures", "textfile", "state", "diagnose": true}
 """
 
 from __future__ import absolute_import, division, print_function
@@ -64,25 +69,35 @@ def progress(url, timeout):
     return total
 
 
+# What each kind of engine is asked (the replica's runner): a path, the request, the key its answer must carry.
+# A pooling model (embeddings, scores) generates nothing: vLLM's generic /pooling runs one input through it.
+PROBES = {
+    "generate": ("/v1/completions", {"prompt": "ping", "max_tokens": 1, "temperature": 0}, "choices"),
+    "pooling": ("/pooling", {"input": "ping"}, "data"),
+}
+
+
 def probe(replica, model, timeout):
-    """{ok, seconds, reason, busy}: one 1-token completion against the replica itself."""
+    """{ok, seconds, reason, busy}: one 1-token completion (a pooling model: one pooled input) against the replica
+    itself."""
     url = replica["url"]
     before = progress(url, min(timeout, 5))
-    body = json.dumps({"model": model, "prompt": "ping", "max_tokens": 1, "temperature": 0}).encode()
+    path, request_body, answer_key = PROBES.get(replica.get("runner") or "generate", PROBES["generate"])
+    body = json.dumps(dict(request_body, model=model)).encode()
     headers = {"Content-Type": "application/json"}
     key = api_key(replica.get("env_file", ""))
     if key:
         headers["Authorization"] = "Bearer " + key
-    request = urllib.request.Request(url + "/v1/completions", data=body, headers=headers, method="POST")
+    request = urllib.request.Request(url + path, data=body, headers=headers, method="POST")
     started = time.monotonic()
     reason = None
     try:
         with http_open(request, timeout=timeout) as response:
             answer = json.loads(response.read().decode("utf-8", "replace") or "{}")
-            if not answer.get("choices"):
-                reason = "the completion came back without choices"
+            if not answer.get(answer_key):
+                reason = "the answer to %s came back without %s" % (path, answer_key)
     except urllib.error.HTTPError as err:
-        reason = "the completion answered HTTP %d" % err.code
+        reason = "%s answered HTTP %d" % (path, err.code)
     except (urllib.error.URLError, OSError, ValueError) as err:
         cause = getattr(err, "reason", err)
         reason = ("no answer to a 1-token completion within %ss" % timeout
@@ -99,8 +114,14 @@ def probe(replica, model, timeout):
     return {"ok": False, "seconds": seconds, "reason": reason, "busy": busy}
 
 
-def unit_active(unit):
-    return subprocess.run(["systemctl", "is-active", "--quiet", unit], check=False).returncode == 0
+# Unit states (systemctl is-active) of a replica on its way up or down: its engine is (re)sizing its memory.
+TRANSITIONS = ("activating", "deactivating", "reloading")
+
+
+def unit_state(unit):
+    """systemctl is-active's word for the unit: active, activating, inactive, failed, ..."""
+    result = subprocess.run(["systemctl", "is-active", unit], capture_output=True, text=True, check=False)
+    return result.stdout.strip() or "unknown"
 
 
 def run(argv, limit=20000):
@@ -125,9 +146,11 @@ def diagnose(replica, reason):
         return "diagnosis failed: %s" % err
 
 
-def write_metrics(path, results, state, now):
+def write_metrics(path, results, state, now, models=None):
+    """The llmfleet_watchdog_* series of this run, labelled replica (and model where the config names it)."""
     if not path:
         return
+    models = models or {}
     series = {
         "llmfleet_watchdog_probe_success": ("gauge", lambda r, s: 1 if r["ok"] else 0),
         "llmfleet_watchdog_probe_duration_seconds": ("gauge", lambda r, s: round(r["seconds"], 3)),
@@ -139,7 +162,8 @@ def write_metrics(path, results, state, now):
     for metric, (kind, value) in series.items():
         lines.append("# TYPE %s %s" % (metric, kind))
         for name, result in sorted(results.items()):
-            lines.append('%s{replica="%s"} %s' % (metric, name, value(result, state.get(name, {}))))
+            labels = 'replica="%s"' % name + (',model="%s"' % models[name] if models.get(name) else "")
+            lines.append('%s{%s} %s' % (metric, labels, value(result, state.get(name, {}))))
     lines.append("# TYPE llmfleet_watchdog_last_run_timestamp_seconds gauge")
     lines.append("llmfleet_watchdog_last_run_timestamp_seconds %d" % now)
     tmp = path + ".tmp"
@@ -154,10 +178,12 @@ def probe_all(config, timeout):
     results, threads = {}, []
 
     def one(replica):
-        if not unit_active(replica["unit"]):
-            results[replica["name"]] = {"ok": True, "seconds": 0.0, "reason": "", "busy": False, "skipped": True}
+        state = unit_state(replica["unit"])
+        if state != "active":
+            results[replica["name"]] = {"ok": True, "seconds": 0.0, "reason": "", "busy": False, "skipped": True,
+                                        "state": state}
             return
-        results[replica["name"]] = probe(replica, config["model"], timeout)
+        results[replica["name"]] = probe(replica, replica.get("model") or config["model"], timeout)
 
     for replica in config["replicas"]:
         thread = threading.Thread(target=one, args=(replica,))
@@ -168,26 +194,56 @@ def probe_all(config, timeout):
     return results
 
 
-def decide(config, replica, result, entry, timeout, limit):
-    """Count one probe result in the replica's state entry; kill and restart the replica on the limit-th
-    failure in a row (reason and diagnosis to the journal)."""
+def count(replica, result, entry, limit):
+    """Count one probe result in the replica's state entry; True when it has failed `limit` times in a row (due
+    for a restart)."""
     name = replica["name"]
     if result.get("skipped"):
         entry["failures"] = 0  # starting, stopping or stopped on purpose: not the watchdog's business
-        return
+        return False
     if result["ok"]:
         if entry.get("failures"):
             log(6, "replica %s answers again (%.2fs) after %d failed probe(s)"
                 % (name, result["seconds"], entry["failures"]))
         entry["failures"] = 0
-        return
+        return False
     if result["busy"]:
         log(4, "replica %s: %s, but it is busy producing tokens: not counted" % (name, result["reason"]))
-        return
+        return False
     entry["failures"] = entry.get("failures", 0) + 1
     log(4, "replica %s: probe failed %d/%d: %s" % (name, entry["failures"], limit, result["reason"]))
-    if entry["failures"] < limit:
-        return
+    return entry["failures"] >= limit
+
+
+def restart_turns(due, replicas, results):
+    """(the replicas to restart now, {replica deferred: the co-tenant it waits for}), in the order of replicas.
+
+    due: the names of the replicas due for a restart. A replica waits while one of its GPUs has a co-tenant that
+    is restarted earlier in this run or whose unit is still starting or stopping (results' state): at most one
+    engine (re)starts on a GPU at a time. Replicas without GPUs (the CPU engine) never wait."""
+    holder = {}  # GPU -> the replica (re)starting on it
+    for replica in replicas:
+        if (results.get(replica["name"]) or {}).get("state") in TRANSITIONS:
+            for gpu in replica.get("gpus") or []:
+                holder.setdefault(gpu, replica["name"])
+    now, deferred = [], {}
+    for replica in replicas:
+        name = replica["name"]
+        if name not in due:
+            continue
+        busy = [holder[g] for g in replica.get("gpus") or [] if holder.get(g, name) != name]
+        if busy:
+            deferred[name] = busy[0]
+            continue
+        now.append(name)
+        for gpu in replica.get("gpus") or []:
+            holder[gpu] = name
+    return now, deferred
+
+
+def restart(config, replica, result, entry, timeout):
+    """Kill and restart a hung replica (reason and diagnosis to the journal); its state entry records it."""
+    name = replica["name"]
     reason = ("replica %s is hung: %s, %d times in a row (probe deadline %ss); restarting it"
               % (name, result["reason"], entry["failures"], timeout))
     log(3, reason)
@@ -200,6 +256,20 @@ def decide(config, replica, result, entry, timeout, limit):
     entry["restarts"] = entry.get("restarts", 0) + 1
     entry["last_restart"] = int(time.time())
     entry["last_reason"] = reason
+
+
+def decide_all(config, results, state, timeout, limit):
+    """Count every probe result; restart the hung replicas, one (re)start per GPU at a time (restart_turns)."""
+    replicas = config["replicas"]
+    due = [r["name"] for r in replicas if count(r, results[r["name"]], state.setdefault(r["name"], {}), limit)]
+    now, deferred = restart_turns(due, replicas, results)
+    for replica in replicas:
+        name = replica["name"]
+        if name in now:
+            restart(config, replica, results[name], state[name], timeout)
+        elif name in deferred:
+            log(4, "replica %s is hung but shares a GPU with replica %s, which is (re)starting: its restart waits "
+                   "for a later run (two engines starting on one GPU mis-size each other)" % (name, deferred[name]))
 
 
 def main(argv=None):
@@ -217,9 +287,9 @@ def main(argv=None):
         state = {}
     now = time.time()
     results = probe_all(config, timeout)
-    for replica in config["replicas"]:
-        decide(config, replica, results[replica["name"]], state.setdefault(replica["name"], {}), timeout, limit)
-    write_metrics(config.get("textfile"), results, state, now)
+    decide_all(config, results, state, timeout, limit)
+    models = dict((r["name"], r.get("model")) for r in config["replicas"])
+    write_metrics(config.get("textfile"), results, state, now, models)
     os.makedirs(os.path.dirname(state_path), exist_ok=True)
     tmp = state_path + ".tmp"
     with open(tmp, "w") as fh:

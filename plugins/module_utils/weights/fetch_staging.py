@@ -10,7 +10,7 @@
   Progress        a thread that rewrites the progress JSON while files grow
   StreamHasher    a thread that hashes files as the client writes them
   verify_files(staging, manifest, paths, workers, streamed)        sizes and digests against the manifest
-  structural_check(root, manifest)                                 the whole directory: files, index, headers
+  structural_check(root, manifest, kind)                           the whole directory: files, index, headers
 The pure rules (manifests, digests, completeness) are in weights.py.
 """
 
@@ -276,14 +276,14 @@ def verify_files(staging, manifest, paths, workers, streamed=None):
     return good, bad, counts
 
 
-def structural_check(root, manifest):
+def structural_check(root, manifest, kind="model"):
     present = dict((k, v[0]) for k, v in listing(root).items())
     index_path = os.path.join(root, W.INDEX_NAME)
     index_text = None
     if os.path.isfile(index_path):
         with open(index_path) as f:
             index_text = f.read()
-    report = W.completeness(manifest, present, index_text)
+    report = W.completeness(manifest, present, index_text, kind)
     problems = list(report["problems"])
     for rel in sorted(present):
         if rel.endswith(".safetensors"):

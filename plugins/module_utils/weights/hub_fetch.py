@@ -237,7 +237,7 @@ class _Placement(object):
             manifest = dest_marker.get("files")  # the same archive was placed before: check dest against it
         if manifest is None or not same:
             return None, manifest, dest_marker, dest_files
-        report = W.completeness(manifest, dest_files)
+        report = W.completeness(manifest, dest_files, kind=self.p.get("kind") or "model")
         bad = []
         if report["ok"] and self.p["verify_existing"]:
             _good, bad, counts = verify_files(dest, manifest, [m["path"] for m in manifest], self.p["max_workers"])
@@ -414,7 +414,7 @@ class _Placement(object):
     def _finish(self, manifest, identity, prog):
         """The whole directory checked, the clients' bookkeeping removed, the marker written, then into place."""
         staging, result = self.staging, self.result
-        problems = structural_check(staging, manifest)
+        problems = structural_check(staging, manifest, self.p.get("kind") or "model")
         if problems:
             prog.stop("failed")
             raise FetchError("the model directory is not usable: " + "; ".join(problems[:10]))

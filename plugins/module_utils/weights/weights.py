@@ -24,6 +24,8 @@ MARKER_NAME = ".llmfleet-weights.json"
 VERIFIED_NAME = ".llmfleet-verified.json"
 INDEX_NAME = "model.safetensors.index.json"
 CONFIG_NAME = "config.json"
+# A PEFT (LoRA) adapter directory: its configuration, beside adapter_model.safetensors (or .bin); no tokenizer needed.
+ADAPTER_CONFIG_NAME = "adapter_config.json"
 # Bookkeeping the hub clients leave inside a download directory; never part of the model.
 CLIENT_BOOKKEEPING = (".cache", "._____temp", ".msc", ".mv", ".mdl")
 # Any one of these sets makes a usable tokenizer (fast tokenizer, sentencepiece, BPE vocab+merges, tiktoken).
@@ -146,18 +148,22 @@ def missing_tokenizer(paths):
             " (vLLM fails at start-up without them; check allow_patterns/ignore_patterns)")
 
 
-def completeness(manifest, present, index_text=None):
+def completeness(manifest, present, index_text=None, kind="model"):
     """Check a directory listing against the expectation.
 
     manifest: expected entries (or None: only structural checks); present: relpath -> size on disk;
-    index_text: content of model.safetensors.index.json when present.
+    index_text: content of model.safetensors.index.json when present; kind: model, or adapter (a PEFT adapter:
+    adapter_config.json instead of config.json and a tokenizer).
     Returns {ok, problems: [str], missing: [path], size_mismatch: [{path, expected, actual}], shards: [path]}.
     """
     problems, missing, mismatch, shards = [], [], [], []
     names = set(present)
-    if CONFIG_NAME not in names:
+    if kind == "adapter":
+        if ADAPTER_CONFIG_NAME not in names:
+            problems.append("adapter_config.json is missing (a LoRA adapter directory has one)")
+    elif CONFIG_NAME not in names:
         problems.append("config.json is missing")
-    tok = missing_tokenizer(names)
+    tok = missing_tokenizer(names) if kind != "adapter" else None
     if tok:
         problems.append(tok)
     if index_text is not None:

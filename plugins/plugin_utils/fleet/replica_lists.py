@@ -7,6 +7,7 @@
   edge_members(replicas, bind_address, offset)                  the edge's replicas: its port, vLLM's behind it
   watchdog_targets(replicas, health_base, offset, config_dir)   what the watchdog probes for each replica
   replica_files(replicas, config_dir, rendered)                 per-replica files for the config_files module
+  instance_paths(names, config_dir, settings_only)              the files of instances that are removed
 
 replicas: vllm_server_replicas ({name, port, gpus}).
 """
@@ -16,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import conventions as CV
+from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.serving_identity import replica_files as _kinds
 
 
 def replica_file(config_dir, name, suffix):
@@ -55,3 +57,16 @@ def replica_files(replicas, config_dir, kinds):
                 entry["mode"] = kind["mode"]
             files.append(entry)
     return files
+
+
+def instance_paths(names, config_dir, settings_only=False):
+    """Every file an instance of ``names`` leaves in config_dir: its settings, run and environment files and their
+    known-good copies (known-good/), for an instance no longer served. settings_only: only each settings file
+    (vllm-<name>.unit.conf, no secret in it), to see which instances the host has."""
+    if settings_only:
+        return [replica_file(config_dir, name, ".unit.conf") for name in names or []]
+    paths = []
+    for name in names or []:
+        for live in sorted(_kinds(str(config_dir), str(name)).values()):
+            paths += [live, "%s/known-good/%s" % (str(config_dir).rstrip("/"), live.rsplit("/", 1)[-1])]
+    return paths

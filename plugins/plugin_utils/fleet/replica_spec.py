@@ -20,6 +20,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.checks import vllm_a
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import conventions as CV
 from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent import multinode as MN
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import replica_lists as SL
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import serve_list as SV
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.fleet import address_port
 
 # The name the container's /bin/sh gives its $0 (it shows in `ps` inside the container).
@@ -137,7 +138,7 @@ def _run_options(host, model, replica, ports):
     return lines
 
 
-def _command(host, model, ports):
+def _command(host, model, ports, argv):
     """What the container's shell execs, one list of words per line: vLLM with the model, its served name, the
     address and port it listens on and its flags; a Ray worker's command on a worker host of a Ray group."""
     if host["ray"]["worker"]:
@@ -147,27 +148,43 @@ def _command(host, model, ports):
     else:
         listen = [["--host", "0.0.0.0"], ["--port", str(ports["container"])]]
     return ([list(host["image"]["entrypoint"]), [model["container_path"]], ["--served-model-name", model["name"]]]
-            + listen + VA.argv_groups(model["vllm_argv"]))
+            + listen + VA.argv_groups(argv))
 
 
 def _replica(host, model, replica, order):
     name = str(replica["name"])
     port = int(replica["port"])
     ports = {"client": port, "vllm": port + host["port_offset"], "container": port}
+    # A placed instance may carry its own flags (its share of a GPU): else the model's.
+    argv = model["vllm_argv"] if replica.get("args") is None else _argv(model, replica["args"], model["mn_args"])
     spec = {
         "name": name, "model": model["name"], "unit": CV.replica_unit(name), "container": CV.replica_container(name),
         "gpus": [int(g) for g in replica.get("gpus") or []], "start_order": order,
+        "start_after": [str(a) for a in replica.get("start_after") or []], "runner": model["runner"],
+        "model_path": model["path"], "vllm_argv": argv,
         "serves_api": bool(host["multinode"]["is_leader"]), "ports": ports,
-        "base_url": "%s%d/v1" % (host["client_base"], port),
+        # Many models behind the edge: its one client port, which routes by model; else the replica's own port.
+        "base_url": "%s%d/v1" % (host["client_base"], host["edge_port"] or port),
         "vllm_url": "%s%d" % (host["health_base"], ports["vllm"]),
         "health_url": "%s%d/health" % (host["health_base"], ports["vllm"]),
         "labels": _labels(name, model, host["image"]["id"]), "env": model["env"],
         "files": {suffix: SL.replica_file(host["config_dir"], name, "." + suffix) for suffix in ("unit.conf", "run", "env")},
     }
+    # Where the completion gate asks: the edge's port of the replica (one model), else vLLM itself (many models:
+    # the edge routes by model on one port, so a replica is reached on its own).
+    spec["gate_url"] = spec["vllm_url"] + "/v1" if host["many"] else spec["base_url"]
     spec["run"] = {"docker": [host["docker_bin"], "run", "--detach", "--name", spec["container"]],
-                   "options": _run_options(host, model, replica, ports), "command": _command(host, model, ports),
+                   "options": _run_options(host, model, replica, ports), "command": _command(host, model, ports, argv),
                    "follow": [host["libexec_dir"] + "/follow-container", spec["container"]]}
     return spec
+
+
+def _argv(entry, args, multinode_args):
+    """One model's (or placed instance's) vLLM flags; the pooling runner's flag where the entry asks for it."""
+    args = dict(args or {})
+    if entry.get("runner") == "pooling" and not {"runner", "task"} & set(args):
+        args["runner"] = "pooling"
+    return vllm_flags(args, entry.get("args_extra"), entry.get("shutdown_timeout"), multinode_args)
 
 
 def _model(host, entry, multinode_args, multinode_env):
@@ -175,14 +192,14 @@ def _model(host, entry, multinode_args, multinode_env):
     name = str(entry.get("name") or "")
     if not name:
         raise SpecError("a model without a served name (vllm_server_served_model_name): %r" % (entry,))
-    shutdown = entry.get("shutdown_timeout")
     container_path = "%s/%s" % (CONTAINER_MODELS_DIR, posixpath.basename(path))
-    argv = vllm_flags(entry.get("args"), entry.get("args_extra"), shutdown, multinode_args)
+    argv = _argv(entry, entry.get("args"), multinode_args)
     replicas = list(entry.get("replicas") or [])
     port = str(replicas[0]["port"]) if replicas else ""
     return {
         "name": name, "path": path, "manifest": entry.get("manifest") or None, "container_path": container_path,
-        "vllm_argv": argv,
+        "vllm_argv": argv, "runner": entry.get("runner") or "generate", "mn_args": multinode_args,
+        "args_extra": entry.get("args_extra"), "shutdown_timeout": entry.get("shutdown_timeout"),
         # vLLM's arguments as a replica of one host gets them: what the flag check runs against the image.
         "check_argv": [container_path, "--served-model-name", name, "--host", "0.0.0.0", "--port", port] + argv,
         "env": replica_env(host["accelerator"], entry.get("accelerator_env"), host["engine_cache"],
@@ -234,6 +251,47 @@ def _directories(spec, textfile_dir):
     return [{"path": p} for p in paths]
 
 
+def _list_models(host, models):
+    """The models of llmfleet_models (host["serve_list"]: {entries, ...}, see serve_list.list_models), the role's
+    one model (models[0]) giving the role-wide settings; None, [] without a list (the one-model shorthand)."""
+    serve = host.get("serve_list") or {}
+    if not serve.get("entries"):
+        return models, None
+    base = {k: v for k, v in dict(models[0] if models else {}).items()
+            if k in ("args_extra", "env", "accelerator_env", "engine_cache_accelerator_env", "shutdown_timeout")}
+    try:
+        return SV.list_models(serve["entries"], base, serve, host["accelerator"])
+    except SV.ServeListError as exc:
+        raise SpecError(str(exc))
+
+
+def _models_described(out):
+    """serving.json's models: per model its runner, model path, replicas ({name, port, gpus}) and base URLs."""
+    described = []
+    for model in out["models"]:
+        mine = [r for r in out["replicas"] if r["model"] == model["name"]]
+        described.append({"name": model["name"], "runner": model["runner"], "model_path": model["path"],
+                          "replicas": [{"name": r["name"], "port": r["ports"]["client"], "gpus": r["gpus"]}
+                                       for r in mine],
+                          "base_urls": _unique(r["base_url"] for r in mine if r["serves_api"]), "adapters": []})
+    return described
+
+
+def _unique(items):
+    out = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _sequential(replicas):
+    """The replicas that start one after another (co-tenants of a GPU: each waits for the one before it, placement's
+    start_after), in start order."""
+    waited_for = set(a for r in replicas for a in r["start_after"])
+    return [r["name"] for r in replicas if r["start_after"] or r["name"] in waited_for]
+
+
 def host_spec(host, models):
     """Everything the serving host runs, from the role's inputs (see plugins/modules/replica_spec.py for each
     key). Replicas come in start order: the models' order, then each model's replicas' order."""
@@ -259,21 +317,51 @@ def host_spec(host, models):
                           "run": SL.replica_file(host["config_dir"], "%i", ".run"),
                           "env": SL.replica_file(host["config_dir"], "%i", ".env")},
     }
+    models, ports = _list_models(host, models)
+    out["many"] = ports is not None
+    edge_port = (host.get("serve_list") or {}).get("edge_port")
+    out["edge_port"] = int(edge_port) if out["many"] and edge and edge_port else 0
     if not models:
         raise SpecError("no model to serve on this host")
     out["models"] = [_model(out, entry, mn_args, mn_env) for entry in models]
     replicas = [_replica(out, model, replica, 0) for model in out["models"] for replica in model["replicas"]]
+    # Many models on GPUs start in the placement's order (a co-tenant after the one it waits for).
+    placed = list(((host.get("serve_list") or {}).get("placement") or {}).get("start_order") or [])
+    if out["many"] and placed:
+        replicas.sort(key=lambda r: placed.index(r["name"]) if r["name"] in placed else len(placed))
     for order, replica in enumerate(replicas):
         replica["start_order"] = order
     out["replicas"] = replicas
+    _host_lists(out, host, ports)
+    return out
+
+
+def _host_lists(out, host, ports):
+    """The lists other tasks take from the replicas: base URLs, the edge's members, the watchdog's targets, the
+    directories, the port record, serving.json's models."""
+    bind, replicas = out["bind_address"], out["replicas"]
     api = [r for r in replicas if r["serves_api"]]
-    out["base_urls"] = [r["base_url"] for r in api]
     # The edge's and the watchdog's view of the replicas (a headless rank has neither).
     plain = [{"name": r["name"], "port": r["ports"]["client"]} for r in api]
-    out["edge_members"] = SL.edge_members(plain, bind, out["port_offset"])
+    out["edge_members"] = [dict(m, model=r["model"]) for m, r in zip(SL.edge_members(plain, bind, out["port_offset"]), api)]
     out["watchdog_targets"] = SL.watchdog_targets(plain, out["health_base"], out["port_offset"], out["config_dir"])
-    # The flags and environment the image is checked against (one model today: the first).
+    if out["many"]:
+        # Each replica is probed with its own model's name, by its kind (the one-model watchdog.json stays as it was).
+        out["watchdog_targets"] = [dict(t, model=r["model"], runner=r["runner"])
+                                   for t, r in zip(out["watchdog_targets"], api)]
     out["directories"] = _directories(out, str(host.get("watchdog_textfile_dir") or ""))
+    # The flags and environment the image is checked against (the first model's).
     out["vllm_argv"] = out["models"][0]["vllm_argv"]
     out["env"] = out["models"][0]["env"]
-    return out
+    # Each replica's name, port and GPUs (vllm_server_replicas' shape), over all models.
+    out["replica_inputs"] = [{"name": r["name"], "port": r["ports"]["client"], "gpus": r["gpus"]} for r in replicas]
+    # The port record to keep ({instance: port}) and each replica's model directory (known-good copies and
+    # rollback); none for the one-model shorthand, whose replicas all mount the one model directory.
+    out["ports"] = ports or {}
+    out["model_dirs"] = {r["name"]: r["model_path"] for r in replicas} if out["many"] else {}
+    out["sequential"] = _sequential(replicas)
+    out["models_described"] = _models_described(out)
+    # The first model's (the one model's): what serving.json's top level and the one-model stages read.
+    out["base_urls"] = out["models_described"][0]["base_urls"]
+    for model in out["models"]:
+        model.pop("mn_args", None)

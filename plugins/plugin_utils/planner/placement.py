@@ -36,6 +36,7 @@ import math
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import instance_name
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import lora, pooling
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import TP_SIZES
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import GIB
@@ -92,17 +93,24 @@ class _Host:
         """planner.plan of one instance of ``entry`` on ``gpus`` (TP ``tp``) with ``share`` of their budget."""
         # rounded down: the shares of a GPU never add up to more than its budget
         util = math.floor(self.utilization(gpus, share, shared) * 10000) / 10000.0
-        if util < MIN_UTILIZATION:
-            return None
         given = self.inputs[entry["name"]]
+        if util < (0.001 if given.get("encoder") else MIN_UTILIZATION):   # the planner's floor; not the encoder's
+            return None
         try:
-            return P.plan(sub_facts(self.facts, gpus), given["profile"], gpu_memory_utilization=util,
+            if given.get("encoder"):
+                return self._encoder_plan(given, gpus, tp, util)
+            plan = P.plan(sub_facts(self.facts, gpus), given["profile"], gpu_memory_utilization=util,
                           tensor_parallel_size=tp, replicas=1,
                           alternatives=given.get("alternatives") if alternatives else None,
                           _suggest=alternatives, **given.get("plan_args", {}))
         except PlanError as exc:
             self.errors[entry["name"]] = str(exc)
             return None
+        return lora.plan_less_lora(given, plan, tp)
+
+    def _encoder_plan(self, given, gpus, tp, util):
+        total = min(CAP.cuda_total_bytes(self.gpus[i]) for i in gpus)
+        return pooling.encoder_plan_for(given, total, list(gpus)[:tp], util)
 
     def add(self, entry, index, gpus, plan, share, shared):
         inst = dict(model=entry["name"], entry=entry, index=index, gpus=list(gpus), plan=plan, share=share,
@@ -118,7 +126,8 @@ def _replicas(entry):
 
 
 def _weights(host, entry):
-    return host.inputs[entry["name"]]["profile"]["weights_bytes"]
+    given = host.inputs[entry["name"]]
+    return pooling.encoder_weights(given["encoder"]) if given.get("encoder") else given["profile"]["weights_bytes"]
 
 
 def _island_problem(host, entry, group):
@@ -349,7 +358,8 @@ def place(gpu_facts, entries, inputs, budget=P.DEFAULT_UTILIZATION, headroom=CUD
     Returns {fits, instances, gpus, start_order, problems}."""
     host = _Host(gpu_facts, inputs, budget, headroom)
     problems = []
-    if len(entries) == 1 and not entries[0].get("gpus") and entries[0].get("gpu_share") is None:
+    if len(entries) == 1 and not entries[0].get("gpus") and entries[0].get("gpu_share") is None \
+            and not inputs[entries[0]["name"]].get("encoder"):
         return _one_model(host, entries[0])
     pinned, whole, shares = _order(host, entries)
     for entry in pinned:
@@ -387,7 +397,8 @@ def _one_model(host, entry):
 def _instance_out(inst, after, one_model):
     plan = inst["plan"]
     args = dict(plan["vllm_args"])
-    if not one_model:
+    # an encoder-only pooling model keeps no KV cache: nothing to size
+    if not one_model and not plan.get("encoder_only"):
         args["kv-cache-memory-bytes"] = plan["available_kv_cache_memory_bytes"]
     return dict(model=inst["model"], instance=inst["instance"], gpus=inst["gpus"],
                 tensor_parallel_size=len(inst["gpus"]), share=round(inst["share"], 4), shared=inst["shared"],
@@ -396,7 +407,7 @@ def _instance_out(inst, after, one_model):
                 weights_bytes_per_gpu=plan["weights_bytes_per_gpu"], kv_cache_tokens=plan["kv_cache_tokens"],
                 max_concurrency=plan["max_concurrency"], max_num_seqs=plan["max_num_seqs"],
                 max_model_len=plan["max_model_len"], runner=inst["entry"].get("runner", "generate"),
-                start_after=after, vllm_args=args)
+                start_after=after, vllm_args=args, lora_memory_bytes=plan.get("lora_memory_bytes", 0))
 
 
 def _result(host, problems, one_model=False):

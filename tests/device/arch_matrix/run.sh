@@ -47,18 +47,8 @@ case ${1:-} in
     mkdir -p "$LOGS" "$STAGE/site"
     rm -rf "$STAGE/kit" && cp -r "$KIT/kit" "$STAGE/kit"
     t0=$SECONDS
-    cat "$STAGE"/parts/kit.tar.* | tar -x -C "$STAGE" || { note "start: the parts do not join"; exit 3; }
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$STAGE/site" "$STAGE"/wheels/deps/*.whl \
-      > "$LOGS/install.log" 2>&1 || { note "start: pip install failed"; tail "$LOGS/install.log"; exit 3; }
-    "$PY" -m zipfile -e "$STAGE"/wheels/vllm-*.whl "$STAGE/site" >> "$LOGS/install.log" 2>&1
-    for m in "" dtypes layer schema config utils utils/weight; do
-      mkdir -p "$STAGE/site/humming/$m"
-      printf '# device-harness stand-in for humming-kernels\ndef __getattr__(name):\n    return type(name, (), {})\n' \
-        > "$STAGE/site/humming/$m/__init__.py"
-    done
+    bash "$STAGE/kit/install_staged_vllm.sh" "$STAGE" || { note "start: install failed"; exit 3; }
     note "start: installed in $((SECONDS - t0)) s"
-    { nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv;
-      "$PY" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)'; } > "$LOGS/env.txt" 2>&1
     setsid nohup bash "$STAGE/kit/run.sh" all > "$LOGS/all.out" 2>&1 < /dev/null &
     echo "started all, pid $!" ;;
   wait)

@@ -18,7 +18,8 @@ WHEELS=${2:-$top/.cache/vllm-wheels}
   echo "no dependency wheels in $WHEELS/deps: run tests/device/stage_vllm_engine.sh first" >&2; exit 2; }
 "$top/tests/device/trim_vllm_wheel.sh" "$WHEELS" 0.22.0
 mkdir -p "$DEST/kit/configs" "$WHEELS/tar/wheels"
-cp "$top"/tests/device/arch_matrix/{run.sh,driver.py,cases.json} "$top/tests/device/vllm_engine_driver.py" "$DEST/kit/"
+cp "$top"/tests/device/arch_matrix/{run.sh,driver.py,cases.json} "$top/tests/device/vllm_engine_driver.py" \
+  "$top/tests/device/install_staged_vllm.sh" "$DEST/kit/"
 cp "$top"/tests/fixtures/model_configs/*.json "$DEST/kit/configs/"
 ln -sf "$WHEELS/vllm-trim.whl" "$WHEELS/tar/wheels/vllm-0.22.0-trim.whl"
 ln -sfn "$WHEELS/deps" "$WHEELS/tar/wheels/deps"

@@ -6,12 +6,14 @@
 #   Molecule hosts (pip inside a container cannot verify TLS here; air-gapped hosts work the same way).
 # Idempotent: a second run reuses the repo, the wheels and servers that still answer.
 # The other tiny architectures of 40-tiny-model.sh (LLMFLEET_TEST_ARCH_MODEL_DIRS, name=dir,...) go into the same
-# mirror root as llmfleet-test/<name>, deployed by repo id without a profile file (#29 item 6).
+# mirror root as llmfleet-test/<name>, deployed by repo id without a profile file (#29 item 6); so do the pooling
+# model and LoRA adapters of 41-tiny-pooling-model.sh (LLMFLEET_TEST_EXTRA_MODEL_DIRS), listed apart in
+# LLMFLEET_TEST_HUB_EXTRA_REPOS (they are no generators to deploy alone).
 # Appends: LLMFLEET_TEST_HUB_ARCH_REPOS (llmfleet-test/<name>@<commit>,...), LLMFLEET_TEST_HUB_REPO,
 #   LLMFLEET_TEST_HUB_COMMIT, LLMFLEET_TEST_HUB_MODEL_DIR,
 #   LLMFLEET_TEST_HF_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_MS_ENDPOINT(_FROM_HOSTS), LLMFLEET_TEST_WHEELHOUSE,
 #   LLMFLEET_TEST_HF_MIRROR_LOG_DIR (olah's access logs: the fleet scenario counts what the hosts downloaded).
-# testbed-needs: 40-tiny-model venv
+# testbed-needs: 40-tiny-model 41-tiny-pooling-model venv
 set -euo pipefail
 env_file=${1:?usage: 50-hub-mirrors.sh ENV_FILE}
 top=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -32,8 +34,9 @@ if [ -z "$model" ] || [ ! -f "$model/config.json" ]; then
   [ -f "$model/model.safetensors.index.json" ] || "$py" "$top/tests/testbed/hub_repo.py" synth "$model" --shard-mb 1,2 >/dev/null
 fi
 arch_dirs=$(grep '^LLMFLEET_TEST_ARCH_MODEL_DIRS=' "$env_file" | tail -1 | cut -d= -f2- || true)
+extra_dirs=$(grep '^LLMFLEET_TEST_EXTRA_MODEL_DIRS=' "$env_file" | tail -1 | cut -d= -f2- || true)
 # Rebuild the repos only when a model's files changed.
-stamp=$(for d in "$model" $(echo "$arch_dirs" | tr ',' '\n' | cut -d= -f2-); do
+stamp=$(for d in "$model" $(echo "$arch_dirs,$extra_dirs" | tr ',' '\n' | cut -d= -f2-); do
           (cd "$d" && find . -type f -printf "$d %P %s %T@\n"); done | LC_ALL=C sort | sha256sum | cut -c1-16)
 if [ "$(cat "$state/repo.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$state/root/models/$repo/.git" ]; then
   "$py" "$top/tests/testbed/hub_repo.py" publish "$model" "$state/root" "$repo" > "$state/commit"
@@ -42,6 +45,12 @@ if [ "$(cat "$state/repo.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$state/ro
     name=${entry%%=*}
     echo "llmfleet-test/$name@$("$py" "$top/tests/testbed/hub_repo.py" publish "${entry#*=}" "$state/root" "llmfleet-test/$name")" \
       >> "$state/arch-repos"
+  done
+  : > "$state/extra-repos"
+  for entry in $(echo "$extra_dirs" | tr ',' ' '); do
+    name=${entry%%=*}
+    echo "llmfleet-test/$name@$("$py" "$top/tests/testbed/hub_repo.py" publish "${entry#*=}" "$state/root" "llmfleet-test/$name")" \
+      >> "$state/extra-repos"
   done
   echo "$stamp" > "$state/repo.stamp"
   for pidf in "$state"/*.pid; do [ -e "$pidf" ] && kill "$(cat "$pidf")" 2>/dev/null || true; rm -f "$pidf"; done
@@ -93,6 +102,7 @@ if [ ! -f "$wheels/.complete" ]; then
 fi
 {
   echo "LLMFLEET_TEST_HUB_ARCH_REPOS=$(paste -sd, "$state/arch-repos" 2>/dev/null || true)"
+  echo "LLMFLEET_TEST_HUB_EXTRA_REPOS=$(paste -sd, "$state/extra-repos" 2>/dev/null || true)"
   echo "LLMFLEET_TEST_HUB_REPO=$repo"
   echo "LLMFLEET_TEST_HUB_COMMIT=$commit"
   echo "LLMFLEET_TEST_HUB_MODEL_DIR=$model"

@@ -39,6 +39,31 @@ def test_an_entrys_args_extra_are_plan_inputs(tmp_path):
     assert given["plan_args"]["kv_cache_dtype"] == "fp8" and given["plan_args"]["max_model_len"] == 8192
 
 
+def test_a_pooling_entry_plans_prefix_caching_as_vllm_sets_it_and_adapters_plan_lora_slots(tmp_path):
+    path = model_dir(tmp_path)
+    pooled = _inputs(ARGS, 0, entry(path, runner="pooling"), _load_all([]))
+    # a decoder (LlamaForCausalLM) pooled on its LAST token: prefix caching on, as vLLM's default
+    assert pooled["plan_args"]["features"] == {"prefix_caching": True} and "lora" not in pooled
+    own = _inputs(ARGS, 0, entry(path, runner="pooling", features={"prefix_caching": False}), _load_all([]))
+    assert own["plan_args"]["features"] == {"prefix_caching": False}
+    adapters = [{"name": "sql", "model": "org/sql-lora"}, {"name": "de", "model": "org/de-lora", "rank": 64}]
+    given = _inputs(ARGS, 0, entry(path, adapters=adapters), _load_all([]))
+    assert given["lora"] == {"max_loras": 2, "max_lora_rank": 64}
+    assert _inputs(ARGS, 0, entry(path, adapters=adapters[:1]), _load_all([]))["lora"]["max_lora_rank"] == 16
+
+
+def test_an_encoder_only_pooling_model_is_planned_from_its_config_without_a_kv_cache(tmp_path):
+    with open(os.path.join(ROOT, "tests", "fixtures", "model_configs", "pooling",
+                           "microsoft--xtremedistil-l12-h384-uncased.json")) as fh:
+        (tmp_path / "config.json").write_text(fh.read())
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 1000)
+    given = _inputs(ARGS, 0, entry(str(tmp_path), runner="pooling"), _load_all([]))
+    assert given["encoder"]["weights_bytes"] == 1000 and given["encoder"]["config"]["architectures"] == ["BertModel"]
+    # the same model as a generator is refused by the planner (it models decoders' KV caches)
+    with pytest.raises(PlanError, match="architecture BertModel is not one the planner models"):
+        _inputs(ARGS, 0, entry(str(tmp_path)), _load_all([]))
+
+
 @pytest.mark.parametrize("flag", ["tensor-parallel-size", "gpu-memory-utilization", "kv-cache-memory-bytes"])
 def test_what_the_placement_decides_is_refused_in_args_extra(tmp_path, flag):
     with pytest.raises(PlanError, match=r"llmfleet_models\[3\]\.args_extra sets .* use the entry's tensor_parallel"):

@@ -82,3 +82,18 @@ def test_the_accelerator_default_is_the_conventions_one_and_a_set_value_stays():
     assert accelerator("cpu") == "cpu"
     # Not set is not the same as set to something preflight refuses: that stays as it is.
     assert accelerator("") == ""
+
+
+def test_a_removed_instance_leaves_no_file_behind():
+    from ansible_collections.llmfleet.vllm.plugins.filter.replica_lists import instance_paths
+    paths = instance_paths(["chat-0"], "/etc/llmfleet")
+    assert sorted(paths) == sorted(["/etc/llmfleet/vllm-chat-0.run", "/etc/llmfleet/vllm-chat-0.env",
+                                    "/etc/llmfleet/vllm-chat-0.unit.conf", "/etc/llmfleet/known-good/vllm-chat-0.run",
+                                    "/etc/llmfleet/known-good/vllm-chat-0.env",
+                                    "/etc/llmfleet/known-good/vllm-chat-0.unit.conf"])
+    assert instance_paths([], "/etc/llmfleet") == []
+
+
+def test_the_settings_file_alone_tells_which_instances_the_host_has():
+    from ansible_collections.llmfleet.vllm.plugins.filter.replica_lists import instance_paths
+    assert instance_paths([0], "/etc/llmfleet", True) == ["/etc/llmfleet/vllm-0.unit.conf"]

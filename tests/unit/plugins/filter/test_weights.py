@@ -42,3 +42,48 @@ def test_the_peers_tried_are_one_line_each_with_its_reason():
     assert tried_summary([]) == ""
     with pytest.raises(AnsibleFilterError):
         tried_summary(None)
+
+
+# ---------------------------------------------------------------- llmfleet_models (model_entries does the work)
+F = FilterModule().filters()
+MODELS = [{"name": "chat", "model": "Qwen/Qwen3-8B", "adapters": [{"name": "sql", "model": "acme/sql-lora"}]},
+          {"name": "embed", "model": "Qwen/Qwen3-Embedding-0.6B", "weights_dir": "/data/embed"}]
+
+
+def test_the_items_come_from_the_list_as_model_list_normalises_it():
+    items = F["weights_items"](MODELS, "/srv/llmfleet/models")
+    assert [(i["key"], i["dir"]) for i in items] == [
+        ("chat", "/srv/llmfleet/models/chat"), ("embed", "/data/embed"),
+        ("chat:sql", "/srv/llmfleet/models/chat.adapters/sql")]
+
+
+@pytest.mark.parametrize("models, words", [
+    ([{"name": "a", "model": "o/a"}, {"name": "a", "model": "o/b"}], "names must be unique"),
+    ([{"name": "a", "model": "qwen"}], "source hf needs model as a hub repository"),
+    ([], "empty list"),
+])
+def test_a_list_that_cannot_be_fetched_is_refused_with_its_sentences(models, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        F["weights_items"](models, "/srv/llmfleet/models")
+
+
+def test_the_role_reads_the_rest_through_the_filters():
+    items = F["weights_items"](MODELS, "/srv")
+    assert F["weights_models_problems"](MODELS) == []
+    assert F["weights_needing_work"](items, [{"key": "chat", "changed": False}, {"key": "embed", "changed": True},
+                                             {"key": "chat:sql", "changed": False}]) == ["embed"]
+    assert F["weights_published"](items)["adapters"] == {"chat": {"sql": "/srv/chat.adapters/sql"}, "embed": {}}
+    assert F["weights_plan_options"](items)[2]["kind"] == "adapter"
+    assert F["weights_controller_dirs"](items) == []
+    removed = F["weights_removed"](items, {"models": [{"name": "old", "dir": "/srv/old"}]}, "not a dict")
+    assert [r["name"] for r in removed] == ["old"]
+    assert F["weights_record"](items, removed)["removed"] == [{"name": "old", "dir": "/srv/old"}]
+    assert F["weights_record"](items, removed, True)["removed"] == []
+    with pytest.raises(AnsibleFilterError, match="expects the items of weights_items"):
+        F["weights_published"]([{"name": "x"}])
+
+
+@pytest.mark.parametrize("served, expected", [("tiny", {"tiny": "/srv/m/tiny-qwen3-moe"}),
+                                              ("", {"tiny-qwen3-moe": "/srv/m/tiny-qwen3-moe"})])
+def test_the_one_model_publishes_its_served_name(served, expected):
+    assert F["weights_shorthand_paths"]("/srv/m/tiny-qwen3-moe", served) == expected

@@ -120,3 +120,26 @@ def test_place_without_keep_previous_leaves_nothing_next_to_the_model(tmp_path):
     assert sorted(os.listdir(str(models))) == [".m.previous", "m"]
     with open(str(models / ".m.previous" / "w.safetensors")) as fh:
         assert fh.read() == "CCCC"
+
+
+def test_many_models_keep_and_restore_each_replicas_own_model_directory(tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    chat, emb = str(models / "chat"), str(models / "emb")
+    model(chat, "AAAA")
+    model(emb, "EEEE")
+    conf = deployment(tmp_path, "run chat\n", "k")
+    for suffix, text in ((".run", "run emb\n"), (".unit.conf", "x\n"), (".env", "K=1\n")):
+        (conf / ("vllm-emb-0" + suffix)).write_text(text)
+    dirs = {"0": chat, "emb-0": emb}
+    manifests = {chat: model_dir_digest(chat), emb: model_dir_digest(emb)}
+    replicas = [{"name": "0"}, {"name": "emb-0"}]
+    saved = run(base_args(tmp_path, "saved", replicas=replicas, replica_model_dirs=dirs, model_manifests=manifests))
+    assert saved["kept"] == ["0", "emb-0"]
+    record = json.loads((conf / "known-good" / "vllm-emb-0.json").read_text())
+    assert record == {"model_dir": emb, "model_manifest": manifests[emb]}
+    # New weights for the embedding model only: its directory is swapped back, the chat model's is left alone.
+    hub_fetch.place(model(str(models / ".emb.partial"), "FFFF"), emb, keep_previous=True)
+    got = run(base_args(tmp_path, "restored", replicas=[{"name": "emb-0"}], replica_model_dirs=dirs))
+    assert got["restored"] == ["emb-0"] and got["model_restored"]
+    assert model_dir_digest(emb) == manifests[emb] and model_dir_digest(chat) == manifests[chat]

@@ -33,7 +33,7 @@ def exported():
 def dashboard_exprs():
     with open(DASHBOARD) as handle:
         board = json.load(handle)
-    return [(panel["title"], target["expr"]) for panel in board["panels"] for target in panel["targets"]]
+    return [(panel["title"], target["expr"]) for panel in board["panels"] for target in panel.get("targets", [])]
 
 
 def test_fixture_is_a_real_capture():
@@ -51,8 +51,8 @@ def test_every_dashboard_query_names_exported_series(title, expr):
         assert name in series, "%s: %s is not exported by vLLM" % (title, name)
     for label in re.findall(r"by \(([^)]*)\)", expr):
         for name in (n.strip() for n in label.split(",")):
-            # server and host come from Prometheus' target labels (monitoring role), le from histograms.
-            assert name in ("server", "host", "le") or all(name in series[m] for m in names), (title, name)
+            # server, host and model come from Prometheus' target labels (monitoring role), le from histograms.
+            assert name in ("server", "host", "model", "le") or all(name in series[m] for m in names), (title, name)
 
 
 def test_dashboard_covers_what_operators_ask_for():
@@ -65,6 +65,7 @@ def test_dashboard_covers_what_operators_ask_for():
         board = json.load(handle)
     # Importable anywhere: the data source is a dashboard variable, not a uid from one Grafana.
     assert {p["datasource"]["uid"] for p in board["panels"]} == {"${datasource}"}
+    assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
 
 
 def test_alert_rules_use_exported_series():
@@ -72,4 +73,37 @@ def test_alert_rules_use_exported_series():
         text = handle.read()
     names = set(METRIC.findall(text))
     assert names == {"vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:num_preemptions_total"}
+    # The per-model alerts group by vLLM's own model label.
+    assert all("model_name" in exported()[name] for name in names)
     assert names <= set(exported())
+
+
+def model_row():
+    """The dashboard's per-model row and the panels under it (Grafana: a row holds the panels below it)."""
+    with open(DASHBOARD) as handle:
+        board = json.load(handle)
+    rows = [i for i, panel in enumerate(board["panels"]) if panel["type"] == "row"]
+    assert len(rows) == 1
+    return board, board["panels"][rows[0]], board["panels"][rows[0] + 1:]
+
+
+def test_the_dashboard_has_a_row_per_model():
+    board, row, panels = model_row()
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    # Grafana repeats the row for every value of the model variable: vLLM's own model_name label.
+    assert row["repeat"] == "model" and "$model" in row["title"]
+    assert variables["model"]["query"]["query"] == "label_values(vllm:num_requests_running, model_name)"
+    assert variables["model"]["includeAll"] and variables["model"]["multi"]
+    # The replica picker follows the models picked.
+    assert 'model_name=~"$model"' in variables["server"]["query"]["query"]
+    assert panels and all(p["gridPos"]["y"] > row["gridPos"]["y"] for p in panels)
+    for panel in panels:
+        assert "$model" in panel["title"], panel["title"]
+        for target in panel["targets"]:
+            # Every series of the row is this model's, whatever metric it reads.
+            assert all('{model_name=~"$model"}' in m for m in re.findall(r"vllm:[a-z0-9_]+\{[^}]*\}", target["expr"]))
+            assert len(METRIC.findall(target["expr"])) == target["expr"].count('model_name=~"$model"'), target["expr"]
+    exprs = " ".join(t["expr"] for p in panels for t in p["targets"])
+    for metric in ("vllm:time_to_first_token_seconds_bucket", "vllm:generation_tokens_total",
+                   "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting"):
+        assert metric in exprs, metric

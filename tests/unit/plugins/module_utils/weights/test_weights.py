@@ -212,3 +212,15 @@ def test_progress_record_has_bytes_percent_rate_eta():
     assert p["line"] == "downloading: 600.0 MiB / 1000.0 MiB (60.0%) at 50.0 MiB/s, ETA 8s"
     assert W.progress(0, 10, 0, 0.0)["eta_s"] is None
     assert W.human_duration(3725) == "1h02m05s" and W.human_bytes(512) == "512 B"
+
+
+def test_an_adapter_needs_its_config_and_weights_but_no_tokenizer():
+    adapter = {"adapter_config.json": 300, "adapter_model.safetensors": 4096}
+    assert W.completeness(None, adapter, kind="adapter")["ok"]
+    # As a model the same directory misses config.json and a tokenizer: the kind decides.
+    as_model = " | ".join(W.completeness(None, adapter)["problems"])
+    assert "config.json is missing" in as_model and "no tokenizer files" in as_model
+    missing = W.completeness(None, {"adapter_model.safetensors": 4096}, kind="adapter")["problems"]
+    assert missing == ["adapter_config.json is missing (a LoRA adapter directory has one)"]
+    no_weights = W.completeness(None, {"adapter_config.json": 300}, kind="adapter")["problems"]
+    assert len(no_weights) == 1 and "no weights" in no_weights[0]

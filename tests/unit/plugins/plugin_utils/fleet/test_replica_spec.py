@@ -48,7 +48,7 @@ def test_behind_the_edge_vllm_listens_offset_on_loopback_and_clients_use_the_edg
     assert r["base_url"] == "http://127.0.0.1:8000/v1"  # the edge binds every address: reached on loopback
     assert r["health_url"] == "http://127.0.0.1:18000/health"
     assert ["--publish", "127.0.0.1:18000:8000"] in r["run"]["options"]
-    assert spec["edge_members"] == [{"name": "0", "port": 8000, "address": "127.0.0.1", "backend_port": 18000}]
+    assert spec["edge_members"] == [{"name": "0", "port": 8000, "address": "127.0.0.1", "backend_port": 18000, "model": "chat"}]
     assert spec["watchdog_targets"][0]["url"] == "http://127.0.0.1:18000"
 
 
@@ -174,3 +174,57 @@ def test_the_flag_check_sees_vllm_arguments_as_a_single_host_replica_gets_them()
     assert spec["models"][0]["check_argv"] == ["/models/chat", "--served-model-name", "chat", "--host", "0.0.0.0",
                                                "--port", "8100", "--max-model-len", "4096", "--shutdown-timeout", "60"]
     assert spec["image"]["hex"] == "0123456789abcdef0123"
+
+
+def test_many_models_each_get_their_own_units_ports_flags_and_runner():
+    serve = {"entries": [{"name": "qwen", "model": "q", "replicas": 1, "runner": "generate", "shorthand": False},
+                         {"name": "emb", "model": "e", "replicas": 1, "runner": "pooling", "shorthand": False}],
+             "model_paths": {"qwen": "/srv/m/qwen", "emb": "/srv/m/emb"}, "first_port": 8001,
+             "cpu_args": {"kv-cache-memory-bytes": 64, "max-model-len": 512}, "recorded_ports": {"gone-0": 8003}}
+    spec = host_spec(host(accelerator="cpu", serve_list=serve), [model(args_extra={"enforce-eager": True})])
+    assert [(r["name"], r["container"], r["ports"]["client"], r["model"]) for r in spec["replicas"]] == [
+        ("qwen-0", "llmfleet-vllm-qwen-0", 8001, "qwen"), ("emb-0", "llmfleet-vllm-emb-0", 8002, "emb")]
+    emb = spec["replicas"][1]
+    assert emb["vllm_argv"][emb["vllm_argv"].index("--runner") + 1] == "pooling"
+    assert "--enforce-eager" in emb["vllm_argv"] and "/models/emb" in words(emb["run"]["command"])
+    assert emb["gate_url"] == "http://127.0.0.1:18002/v1"  # vLLM itself: the edge routes by model on one port
+    assert spec["ports"] == {"qwen-0": 8001, "emb-0": 8002}
+    assert [m["name"] for m in spec["models_described"]] == ["qwen", "emb"]
+    assert spec["models_described"][1]["replicas"] == [{"name": "emb-0", "port": 8002, "gpus": []}]
+    assert [m["model"] for m in spec["edge_members"]] == ["qwen", "emb"]
+    assert [(t["model"], t["runner"]) for t in spec["watchdog_targets"]] == [("qwen", "generate"), ("emb", "pooling")]
+
+
+def test_the_shorthand_keeps_its_replicas_and_records_no_port():
+    spec = host_spec(host(serve_list={"recorded_ports": {"qwen-0": 8001}}), [model()])
+    assert [r["name"] for r in spec["replicas"]] == ["0"] and spec["ports"] == {}
+    assert "model" not in spec["watchdog_targets"][0]
+    assert spec["replicas"][0]["gate_url"] == spec["replicas"][0]["base_url"] and not spec["many"]
+
+
+def test_co_tenants_of_a_gpu_start_one_after_another():
+    placement = {"instances": [
+        {"model": "a", "instance": "a-0", "gpus": [0], "vllm_args": {"kv-cache-memory-bytes": 5}, "start_after": []},
+        {"model": "b", "instance": "b-0", "gpus": [0], "vllm_args": {"kv-cache-memory-bytes": 7}, "start_after": ["a-0"]},
+        {"model": "c", "instance": "c-0", "gpus": [1], "vllm_args": {}, "start_after": []}],
+        "start_order": ["a-0", "b-0", "c-0"]}
+    serve = {"entries": [{"name": n, "model": n, "runner": "generate"} for n in ("c", "b", "a")],
+             "model_paths": {"a": "/a", "b": "/b", "c": "/c"}, "placement": placement, "first_port": 8001}
+    spec = host_spec(host(serve_list=serve), [model()])
+    assert spec["sequential"] == ["a-0", "b-0"]
+    assert [r["name"] for r in spec["replicas"]] == ["a-0", "b-0", "c-0"]
+    b = spec["replicas"][1]
+    assert b["vllm_argv"][b["vllm_argv"].index("--kv-cache-memory-bytes") + 1] == "7" and b["gpus"] == [0]
+
+
+def test_many_models_publish_the_first_models_urls_at_the_top_level():
+    serve = {"entries": [{"name": "qwen", "model": "q", "replicas": 2}, {"name": "llama", "model": "l"}],
+             "model_paths": {"qwen": "/q", "llama": "/l"}, "first_port": 8001, "edge_port": 8000, "cpu_args": {}}
+    spec = host_spec(host(accelerator="cpu", serve_list=serve), [model()])
+    # Behind the edge every model is reached on its one client port (it routes by model).
+    assert spec["base_urls"] == ["http://127.0.0.1:8000/v1"]
+    assert spec["models_described"][1]["base_urls"] == ["http://127.0.0.1:8000/v1"]
+    assert [r["ports"]["vllm"] for r in spec["replicas"]] == [18001, 18002, 18003]
+    # Without the edge each replica is its own endpoint.
+    plain = host_spec(host(accelerator="cpu", edge=False, serve_list=serve), [model()])
+    assert plain["models_described"][0]["base_urls"] == ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]

@@ -1,6 +1,6 @@
 """The "Many models" example of docs/PLANNER.md, replayed (issue #39, proof on paper): the example inventory's
 llmfleet_models (inventories/examples/many_models) planned from the models' published config.json files
-(tests/fixtures/model_configs) on 8x H100 SXM fits (a 47B MoE at TP4 on one NVLink island, two 8B-class models at TP2,
+(tests/fixtures/model_configs) on 8x H100 SXM fits (a 70B model at TP4 on one NVLink island, two 8B-class models at TP2,
 an embedding model packed beside one of them and started after it); the same list on 4x L40S PCIe is refused with a
 suggestion; the tables in the docs are the ones the code prints."""
 import json
@@ -49,7 +49,7 @@ def test_eight_h100_hold_the_list():
     r = placed("8x H100 SXM")
     assert r["fits"], r["problems"]
     got = {i["model"]: i for i in r["instances"]}
-    assert got["mixtral-8x7b"]["gpus"] == [0, 1, 2, 3]
+    assert got["llama-3.1-70b"]["gpus"] == [0, 1, 2, 3]
     assert len(got["llama-3.1-8b"]["gpus"]) == len(got["mistral-7b"]["gpus"]) == 2
     embed = got["embed"]
     [beside] = [i for i in r["instances"] if i["model"] != "embed" and set(i["gpus"]) & set(embed["gpus"])]
@@ -65,6 +65,9 @@ def test_four_l40s_refuse_it_with_a_suggestion():
     text = " ".join(r["problems"])
     assert "llama-3.1-8b (replica 0) does not fit beside the other models" in text and "short by 2 GPUs" in text
     assert "What would fit: a host with room: alone on a host like this one it fits as 1 x TP1" in text
+    # the 70B model takes all four 48 GB GPUs at TP4: the other three each get their refusal and their fix
+    assert [i["model"] for i in r["instances"]] == ["llama-3.1-70b"] and r["instances"][0]["gpus"] == [0, 1, 2, 3]
+    assert len(r["problems"]) == 3 and all("What would fit: " in p for p in r["problems"])
 
 
 def test_the_docs_tables_are_the_ones_the_code_prints():

@@ -1,0 +1,123 @@
+"""Many models on one host (issue #39 item 3): each model its own unit, container and port; a re-run changes nothing;
+adding a model leaves the others' containers as they were; removing one removes its units, files and port; the
+one-model variables again remove the list's instances. Order matters: each test starts from the one before."""
+import json
+import os
+import subprocess
+import time
+
+import yaml
+
+API_KEY = "llmfleet-sentinel-api-key-4f1c"
+SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(SCENARIO, "models.yml")) as fh:
+    MODELS = yaml.safe_load(fh)
+# A third model: the tiny Llama again under another served name (its own unit, container, port and directory).
+THIRD = dict(MODELS["llmfleet_models"][1], name="tiny-llama-b", weights_dir="/srv/llmfleet/models/tiny-llama-b")
+
+
+def _site(extra):
+    """site.yml against this scenario's host with extra vars (None: the one-model shorthand) -> (rc, output, s)."""
+    inventory = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "inventory")
+    cmd = ["ansible-playbook", os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "site.yml"), "-i", inventory]
+    if extra is not None:
+        cmd += ["-e", json.dumps(extra)]
+    started = time.monotonic()
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=2400, check=False)
+    return run.returncode, run.stdout + run.stderr, time.monotonic() - started
+
+
+def _models(*entries):
+    return {"llmfleet_models": list(entries), "model_weights_paths": MODELS["model_weights_paths"]}
+
+
+def _unchanged(out):
+    recap = [line for line in out.splitlines() if "changed=" in line]
+    return recap and all("changed=0" in line for line in recap)
+
+
+def _started(host, instance):
+    return host.check_output("docker inspect -f '{{.Id}} {{.State.StartedAt}}' llmfleet-vllm-%s" % instance).strip()
+
+
+def _ports(host):
+    return json.loads(host.file("/etc/llmfleet/ports.json").content_string)
+
+
+def _chat(host, model, port):
+    """A chat completion of model at port (a replica's vLLM port: port + the edge's offset), the model's name back."""
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    out = host.check_output("curl -fsS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' "
+                            "http://127.0.0.1:%d/v1/chat/completions" % (API_KEY, body, port))
+    return json.loads(out)["model"]
+
+
+def test_each_model_has_its_own_unit_container_port_and_answers_by_its_name(host):
+    assert _ports(host) == {"tiny-0": 8001, "tiny-llama-0": 8002}
+    for instance, model, port in (("tiny-0", "tiny", 18001), ("tiny-llama-0", "tiny-llama", 18002)):
+        assert host.service("llmfleet-vllm@%s.service" % instance).is_running
+        assert _chat(host, model, port) == model
+    served = json.loads(host.file("/etc/llmfleet/serving.json").content_string)
+    assert [m["name"] for m in served["models"]] == ["tiny", "tiny-llama"]
+    assert served["served_model_name"] == "tiny" and served["models"][1]["model_path"].endswith("/tiny-llama")
+    assert "--max-model-len 256" in host.file("/etc/llmfleet/vllm-tiny-llama-0.run").content_string
+
+
+def test_a_rerun_changes_nothing_and_restarts_nothing(host):
+    before = {i: _started(host, i) for i in ("tiny-0", "tiny-llama-0")}
+    rc, out, wall = _site(_models(*MODELS["llmfleet_models"]))
+    print("no-op re-run with two models: %.0fs" % wall)
+    assert rc == 0 and _unchanged(out), out[-3000:]
+    assert {i: _started(host, i) for i in before} == before
+
+
+def test_adding_a_model_starts_only_its_unit(host):
+    before = {i: _started(host, i) for i in ("tiny-0", "tiny-llama-0")}
+    rc, out, wall = _site(_models(*MODELS["llmfleet_models"], THIRD))
+    print("adding a model: %.0fs" % wall)
+    assert rc == 0, out[-3000:]
+    assert {i: _started(host, i) for i in before} == before, "adding a model restarted another"
+    assert _ports(host) == {"tiny-0": 8001, "tiny-llama-0": 8002, "tiny-llama-b-0": 8003}
+    assert _chat(host, "tiny-llama-b", 18003) == "tiny-llama-b"
+
+
+def test_removing_a_model_removes_its_unit_container_files_and_port_only(host):
+    before = {i: _started(host, i) for i in ("tiny-0", "tiny-llama-b-0")}
+    rc, out, wall = _site(_models(MODELS["llmfleet_models"][0], THIRD))
+    print("removing a model: %.0fs" % wall)
+    assert rc == 0, out[-3000:]
+    assert {i: _started(host, i) for i in before} == before, "removing a model restarted another"
+    assert _ports(host) == {"tiny-0": 8001, "tiny-llama-b-0": 8003}
+    assert not host.service("llmfleet-vllm@tiny-llama-0.service").is_running
+    assert host.run("docker inspect llmfleet-vllm-tiny-llama-0").rc != 0
+    for suffix in (".run", ".env", ".unit.conf"):
+        assert not host.file("/etc/llmfleet/vllm-tiny-llama-0" + suffix).exists
+    # Its weights stay (the weights role's).
+    assert host.file("/srv/llmfleet/models/tiny-llama/config.json").exists
+
+
+def test_back_to_the_one_model_variables_removes_the_lists_instances(host):
+    rc, out, wall = _site(None)
+    print("back to the shorthand: %.0fs" % wall)
+    assert rc == 0, out[-3000:]
+    assert host.service("llmfleet-vllm@0.service").is_running
+    for instance in ("tiny-0", "tiny-llama-b-0"):
+        assert not host.service("llmfleet-vllm@%s.service" % instance).is_running
+        assert host.run("docker inspect llmfleet-vllm-%s" % instance).rc != 0
+    assert not host.file("/etc/llmfleet/ports.json").exists
+    assert "models" not in json.loads(host.file("/etc/llmfleet/serving.json").content_string)
+    assert _chat(host, "tiny", 8000) == "tiny"
+    rc, out, wall = _site(None)
+    # Beside the two-model re-run's time above: issue #39 item 9's ratio (same host, same run).
+    print("no-op re-run with the one model: %.0fs" % wall)
+    assert rc == 0 and _unchanged(out), out[-3000:]
+
+
+def test_from_the_one_model_variables_to_a_list_removes_the_shorthands_instance(host):
+    rc, out, wall = _site(_models(*MODELS["llmfleet_models"]))
+    print("from the shorthand to the list: %.0fs" % wall)
+    assert rc == 0, out[-3000:]
+    assert not host.service("llmfleet-vllm@0.service").is_running
+    assert host.run("docker inspect llmfleet-vllm-0").rc != 0
+    assert not host.file("/etc/llmfleet/vllm-0.run").exists
+    assert sorted(_ports(host)) == ["tiny-0", "tiny-llama-0"]

@@ -1,0 +1,138 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmfleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The models a serving host runs from ``llmfleet_models`` (issue #39 item 3): each entry's replicas, ports and
+flags, as replica_spec's ``models`` (pure functions, no I/O).
+
+  assign_ports(instances, recorded, first)        {instance: port}: recorded ports kept, new ones the lowest free
+  cpu_placement(entries)                          llmfleet_placement on the CPU engine: each entry's replicas, no GPU
+  list_models(entries, base, serve, accelerator)  replica_spec's models, one per entry
+  failed_models(result)                           the models whose replicas a failed loop task failed on
+  stale_instances(recorded, serving, files)       the instances to remove (no longer served)
+
+The host keeps a port record (``<config_dir>/ports.json``, {instance: port}) so that adding or removing a model never
+moves another model's port, unit or container.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import instance_name
+
+# What a list entry on the CPU engine takes from the host's plan (the shorthand's CPU KV bytes and context); the
+# rest of that plan's flags belong to the shorthand's model.
+CPU_PLAN_ARGS = ("kv-cache-memory-bytes", "max-model-len")
+
+
+class ServeListError(ValueError):
+    """An entry the host cannot serve (the message names the entry and the fix)."""
+
+
+def assign_ports(instances, recorded, first):
+    """{instance: port} for ``instances`` (in order): an instance in ``recorded`` ({instance: port}) keeps its port;
+    a new one takes the lowest port >= ``first`` that no kept instance holds. Instances not in ``instances`` give
+    their ports up."""
+    recorded = {str(k): int(v) for k, v in dict(recorded or {}).items()}
+    wanted = [str(i) for i in instances]
+    out = {i: recorded[i] for i in wanted if i in recorded}
+    taken = set(out.values())
+    port = int(first)
+    for name in wanted:
+        if name in out:
+            continue
+        while port in taken:
+            port += 1
+        out[name] = port
+        taken.add(port)
+    return {name: out[name] for name in wanted}
+
+
+def stale_instances(recorded, serving, files=None):
+    """The instances to remove, sorted: those of the port record (``recorded``: {instance: port}) and those whose
+    settings file (``.../vllm-<instance>.unit.conf``) is among ``files`` ({path: content, None when missing}: the
+    one-model shorthand's, when a list replaced it), that are not in ``serving``."""
+    keep = set(str(i) for i in serving or [])
+    found = set(str(k) for k in dict(recorded or {}))
+    for path, text in dict(files or {}).items():
+        match = re.search(r"/vllm-([^/]+)\.unit\.conf$", str(path))
+        if match and text is not None:
+            found.add(match.group(1))
+    return sorted(found - keep)
+
+
+def _placed(placement, name):
+    """The placement's instances of model ``name``, in the placement's start order."""
+    return [i for i in (placement or {}).get("instances") or [] if i.get("model") == name]
+
+
+def cpu_placement(entries):
+    """llmfleet_placement's shape on the CPU engine (no GPU to place on): each entry's replicas (at least one),
+    named by model_list.instance_name, without GPUs or flags of their own; they start together."""
+    instances = [{"model": e["name"], "instance": instance_name(e, n), "gpus": [], "tensor_parallel_size": 1,
+                  "runner": e.get("runner") or "generate", "start_after": [], "vllm_args": {}}
+                 for e in entries for n in range(int(e.get("replicas") or 0) or 1)]
+    return {"fits": True, "problems": [], "instances": instances, "gpus": [],
+            "start_order": [i["instance"] for i in instances]}
+
+
+def _entry_replicas(entry, placed, accelerator):
+    """[(instance, gpus, args, start_after)] of one entry: the placement's instances on GPUs, else (cpu) the entry's
+    replicas without GPUs."""
+    if accelerator != "gpu":
+        placed = cpu_placement([entry])["instances"]
+    elif not placed:
+        raise ServeListError("llmfleet_models entry %s has no instance in llmfleet_placement: run the preflight "
+                             "role (playbooks/site.yml or preflight.yml) before vllm_server" % entry["name"])
+    return [(str(i["instance"]), [int(g) for g in i.get("gpus") or []], dict(i.get("vllm_args") or {}),
+             [str(a) for a in i.get("start_after") or []]) for i in placed]
+
+
+def _cpu_args(entry, cpu_args):
+    args = {k: v for k, v in dict(cpu_args or {}).items() if k in CPU_PLAN_ARGS}
+    if entry.get("max_model_len"):
+        args["max-model-len"] = int(entry["max_model_len"])
+    return args
+
+
+def list_models(entries, base, serve, accelerator):
+    """replica_spec's models from ``entries`` (model_list's normalised entries). ``base``: the role-wide model
+    settings (args_extra, env, accelerator_env, engine_cache_accelerator_env, shutdown_timeout), an entry's
+    args_extra and env merged over them. ``serve``: {model_paths ({name: host dir}), placement (gpu), cpu_args,
+    recorded_ports, first_port}. Returns (models, ports: {instance: port})."""
+    placement = serve.get("placement") or {}
+    paths = dict(serve.get("model_paths") or {})
+    per_entry = [(entry, _entry_replicas(entry, _placed(placement, entry["name"]), accelerator)) for entry in entries]
+    names = [r[0] for _entry, replicas in per_entry for r in replicas]
+    ports = assign_ports(names, serve.get("recorded_ports"), serve.get("first_port"))
+    models = []
+    for entry, replicas in per_entry:
+        path = paths.get(entry["name"])
+        if not path:
+            raise ServeListError("llmfleet_models entry %s has no weights directory in model_weights_paths: run the "
+                                 "model_weights role (playbooks/model.yml) first" % entry["name"])
+        args = replicas[0][2] if accelerator == "gpu" else _cpu_args(entry, serve.get("cpu_args"))
+        model = dict(base, name=entry["name"], path=str(path), runner=entry.get("runner") or "generate", args=args,
+                     args_extra=dict(base.get("args_extra") or {}, **dict(entry.get("args_extra") or {})),
+                     env=dict(base.get("env") or {}, **dict(entry.get("env") or {})))
+        model["replicas"] = [{"name": name, "port": ports[name], "gpus": gpus, "start_after": after}
+                             for name, gpus, _args, after in replicas]
+        models.append(model)
+    return models, ports
+
+
+def failed_models(result):
+    """The served names of the models a failed gate task failed on, from its result (ansible_failed_result): the
+    failed items of its loop, each a replica spec (a background start's wait: the job's item). [] when the task
+    was no loop over replicas (then every replica started now is in question)."""
+    names = []
+    for item in (result or {}).get("results") or []:
+        if not isinstance(item, dict) or not item.get("failed"):
+            continue
+        replica = item.get("item") or {}
+        replica = replica.get("item", replica) if isinstance(replica, dict) and "ansible_job_id" in replica else replica
+        model = replica.get("model") if isinstance(replica, dict) else None
+        if model and model not in names:
+            names.append(str(model))
+    return names

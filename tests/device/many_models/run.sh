@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Issue #39's GPU proof on a lent H200: two models share one GPU, started one after another (the second once the
+# first's /health is 200), each with the --kv-cache-memory-bytes of llmfleet.vllm.vllm_placement's plan
+# (plan_argv.py, run on the controller).  vLLM 0.22.0 from the wheels tests/device/stage_vllm_engine.sh staged.
+#   run.sh receive N      copy the staged part N ($PARTS/pN/*) to $STAGE/parts
+#   run.sh start          join + install into $STAGE/site, then `all` detached
+#   run.sh wait S         wait up to S s for ALL_DONE; logs to $OUT/logs.tgz
+#   run.sh all            serve each instance of argv/ in order.txt's order, ask both, stop them
+set -u -o pipefail
+STAGE=${STAGE:-/root/stage}
+KIT=${KIT:-.devstage/mm}
+PARTS=${PARTS:-.devstage}
+LOGS=$STAGE/logs
+PY=${PYTHON:-python3}
+export PATH=$PATH:/usr/local/nvidia/bin
+export PYTHONPATH=$STAGE/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_DEEP_GEMM=0
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# the plan of the GPU that came (plan_argv.py writes one per GPU the tool may lend): H200 or H100
+lent_kit() { case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in *H100*) echo H100 ;; *) echo H200 ;; esac; }
+note() { echo "[$(date -u +%T)] $*" | tee -a "$LOGS/harness.log"; }
+field() { "$PY" -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(" ".join(v) if isinstance(v, list) else v)' "$@"; }
+smi() {  # smi TAG: the GPU's memory and each process's, as nvidia-smi reports them
+  { nvidia-smi --query-gpu=memory.used,memory.free,memory.total --format=csv,nounits
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,nounits; } > "$LOGS/smi_$1.csv" 2>&1
+}
+
+serve() {  # serve INSTANCE: start it, wait for /health 200 (480 s at most); 0 when healthy
+  local i=$1 spec=$STAGE/kit/$GPU/argv/$1.json cfg port model log t0 pid
+  cfg=$(field "$spec" config); port=$(field "$spec" port); model=$(field "$spec" model)
+  mkdir -p "$STAGE/models/$cfg" && cp "$STAGE/kit/$GPU/configs/$cfg.json" "$STAGE/models/$cfg/config.json"
+  "$PY" "$STAGE/kit/make_tokenizer.py" "$STAGE/models/$cfg/config.json" "$STAGE/models/$cfg" >> "$LOGS/install.log" 2>&1
+  log=$LOGS/serve_$i.log
+  # shellcheck disable=SC2046 # the argv file holds one flag or value per word
+  local cmd=("$PY" -m vllm.entrypoints.cli.main serve "$STAGE/models/$cfg" --served-model-name "$model"
+             --host 127.0.0.1 --port "$port" --load-format dummy $(field "$spec" argv))
+  echo "HARNESS_JSON {\"instance\": \"$i\", \"device_only\": [\"--load-format dummy\", \"--host\", \"--port\", \"--served-model-name\"], \"argv\": \"${cmd[*]:3}\"}" > "$log"
+  smi "before_$i"
+  note "$i: start (port $port)"
+  t0=$SECONDS
+  setsid "${cmd[@]}" >> "$log" 2>&1 < /dev/null &
+  pid=$!; echo "$pid" > "$STAGE/$i.pid"
+  while [ $((SECONDS - t0)) -lt 480 ]; do
+    if [ "$("$PY" -c 'import sys,urllib.request as u
+try: print(u.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2).status)
+except Exception: print(0)' "$port")" = 200 ]; then
+      echo "HARNESS_HEALTHY {\"instance\": \"$i\", \"seconds\": $((SECONDS - t0))}" >> "$log"
+      note "$i: healthy after $((SECONDS - t0)) s"; smi "after_$i"; return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || { note "$i: exited before healthy"; return 1; }
+    sleep 2
+  done
+  note "$i: not healthy after 480 s"; return 1
+}
+
+stop_all() {
+  for f in "$STAGE"/*.pid; do [ -e "$f" ] && kill -- -"$(cat "$f")" 2>/dev/null; done
+  sleep 5
+}
+
+case ${1:-} in
+  receive) mkdir -p "$STAGE/parts"; cp -f "$PARTS"/p"$2"/* "$STAGE/parts/" && ls -la "$STAGE/parts" ;;
+  start)
+    mkdir -p "$LOGS" "$STAGE/site"
+    rm -rf "$STAGE/kit" && cp -r "$KIT" "$STAGE/kit"
+    t0=$SECONDS
+    bash "$STAGE/kit/install_staged_vllm.sh" "$STAGE" || { note "start: install failed"; exit 3; }
+    note "start: installed in $((SECONDS - t0)) s"
+    setsid nohup bash "$STAGE/kit/run.sh" all > "$LOGS/all.out" 2>&1 < /dev/null &
+    echo "started all, pid $!" ;;
+  wait)
+    end=$((SECONDS + ${2:-540}))
+    while [ ! -e "$LOGS/ALL_DONE" ] && [ $SECONDS -lt $end ]; do sleep 5; done
+    cat "$LOGS/harness.log"
+    grep -h "Traceback\|Error\|KV cache\|CLIENT_JSON" "$LOGS"/*.log 2>/dev/null | cut -c1-240 | tail -25
+    [ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$STAGE" logs
+    [ -e "$LOGS/ALL_DONE" ] && echo ALL_DONE ;;
+  all)
+    GPU=$(lent_kit)
+    note "all: begin, the plan for the $GPU: $(cat "$STAGE/kit/$GPU/order.txt")"
+    for i in $(cat "$STAGE/kit/$GPU/order.txt"); do serve "$i" || break; done
+    "$PY" "$STAGE/kit/client.py" "$STAGE/kit/$GPU/argv" > "$LOGS/client.log" 2>&1
+    note "client rc=$?: $(tr '\n' ' ' < "$LOGS/client.log" | cut -c1-400)"
+    smi after_client
+    stop_all
+    note "all: done"; touch "$LOGS/ALL_DONE" ;;
+  *) sed -n 2,9p "$0"; exit 2 ;;
+esac

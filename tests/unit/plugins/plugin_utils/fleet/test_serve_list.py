@@ -1,0 +1,85 @@
+"""Many models on one host (plugin_utils/fleet/serve_list.py): stable ports, stale instances, each entry's replicas."""
+import pytest
+
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import serve_list as SV
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import model_list
+
+BASE = {"args_extra": {"enforce-eager": True}, "env": {"A": "1"}, "accelerator_env": {}, "shutdown_timeout": 60}
+
+
+def entries(*items):
+    checked = model_list(list(items))
+    assert checked["problems"] == []
+    return checked["models"]
+
+
+def test_a_new_instance_takes_the_lowest_free_port_and_recorded_ones_keep_theirs():
+    assert SV.assign_ports(["a-0", "b-0"], {}, 8001) == {"a-0": 8001, "b-0": 8002}
+    # b removed and c added: a keeps 8001, c takes b's freed 8002; nothing else moves.
+    assert SV.assign_ports(["a-0", "c-0"], {"a-0": 8001, "b-0": 8002}, 8001) == {"a-0": 8001, "c-0": 8002}
+    # a removed: b keeps 8002 and the new c takes the lowest free one, 8001.
+    assert SV.assign_ports(["b-0", "c-0"], {"a-0": 8001, "b-0": 8002}, 8001) == {"b-0": 8002, "c-0": 8001}
+    assert SV.assign_ports(["x"], {"x": "8005"}, 8001) == {"x": 8005}
+
+
+def test_cpu_entries_get_their_replicas_context_and_the_hosts_cpu_kv_bytes():
+    serve = {"model_paths": {"qwen": "/srv/m/qwen", "llama": "/srv/m/llama"}, "first_port": 8001,
+             "cpu_args": {"kv-cache-memory-bytes": 67108864, "max-model-len": 512, "max-num-seqs": 3}}
+    models, ports = SV.list_models(entries({"name": "qwen", "model": "q", "replicas": 2},
+                                           {"name": "llama", "model": "l", "max_model_len": 256,
+                                            "args_extra": {"enforce-eager": None}, "env": {"B": "2"}}),
+                                   BASE, serve, "cpu")
+    assert ports == {"qwen-0": 8001, "qwen-1": 8002, "llama-0": 8003}
+    qwen, llama = models
+    assert [r["name"] for r in qwen["replicas"]] == ["qwen-0", "qwen-1"]
+    assert qwen["args"] == {"kv-cache-memory-bytes": 67108864, "max-model-len": 512}
+    assert llama["args"] == {"kv-cache-memory-bytes": 67108864, "max-model-len": 256}
+    assert (llama["path"], llama["env"]) == ("/srv/m/llama", {"A": "1", "B": "2"})
+    assert llama["args_extra"] == {"enforce-eager": None}
+    assert qwen["args_extra"] == {"enforce-eager": True} and qwen["shutdown_timeout"] == 60
+
+
+def test_gpu_entries_take_the_placements_instances_gpus_flags_and_start_order():
+    placement = {"instances": [
+        {"model": "big", "instance": "big-0", "gpus": [0, 1], "vllm_args": {"tensor-parallel-size": 2}, "start_after": []},
+        {"model": "emb", "instance": "emb-0", "gpus": [2], "vllm_args": {"kv-cache-memory-bytes": 5}, "start_after": []},
+        {"model": "small", "instance": "small-0", "gpus": [2], "vllm_args": {"kv-cache-memory-bytes": 7},
+         "start_after": ["emb-0"]}]}
+    serve = {"model_paths": {"big": "/b", "small": "/s", "emb": "/e"}, "placement": placement, "first_port": 8001,
+             "recorded_ports": {"small-0": 8001}}
+    models, ports = SV.list_models(entries({"name": "big", "model": "b"}, {"name": "small", "model": "s"},
+                                           {"name": "emb", "model": "e", "runner": "pooling"}), BASE, serve, "gpu")
+    assert ports == {"big-0": 8002, "small-0": 8001, "emb-0": 8003}
+    assert models[1]["replicas"] == [{"name": "small-0", "port": 8001, "gpus": [2], "start_after": ["emb-0"]}]
+    assert models[1]["args"] == {"kv-cache-memory-bytes": 7} and models[2]["runner"] == "pooling"
+
+
+def test_an_entry_without_weights_or_placement_is_refused_by_name():
+    with pytest.raises(SV.ServeListError, match="qwen has no weights directory"):
+        SV.list_models(entries({"name": "qwen", "model": "q"}), BASE, {"model_paths": {}, "first_port": 1}, "cpu")
+    with pytest.raises(SV.ServeListError, match="qwen has no instance in llmfleet_placement"):
+        SV.list_models(entries({"name": "qwen", "model": "q"}), BASE, {"model_paths": {"qwen": "/q"}}, "gpu")
+
+
+def test_on_the_cpu_engine_each_entry_gets_its_replicas_without_gpus():
+    placed = SV.cpu_placement(entries({"name": "qwen", "model": "q", "replicas": 2},
+                                      {"name": "emb", "model": "e", "runner": "pooling"}))
+    assert [(i["model"], i["instance"], i["gpus"], i["runner"]) for i in placed["instances"]] == [
+        ("qwen", "qwen-0", [], "generate"), ("qwen", "qwen-1", [], "generate"), ("emb", "emb-0", [], "pooling")]
+    assert placed["fits"] and placed["start_order"] == ["qwen-0", "qwen-1", "emb-0"]
+
+
+def test_the_models_a_gate_failed_on_come_from_its_failed_items():
+    result = {"results": [{"failed": False, "item": {"name": "a-0", "model": "a"}},
+                          {"failed": True, "item": {"name": "b-0", "model": "b"}},
+                          {"failed": True, "item": {"ansible_job_id": "j1", "item": {"name": "c-0", "model": "c"}}},
+                          {"failed": True, "item": {"name": "b-1", "model": "b"}}]}
+    assert SV.failed_models(result) == ["b", "c"]
+    assert SV.failed_models({"msg": "not a loop"}) == [] and SV.failed_models(None) == []
+
+
+def test_stale_instances_are_the_recorded_and_left_over_ones_no_longer_served():
+    files = {"/etc/llmfleet/vllm-0.unit.conf": "LLMFLEET_HEALTH_URL=x\n", "/etc/llmfleet/vllm-1.unit.conf": None,
+             "/etc/llmfleet/ports.json": "{}"}
+    assert SV.stale_instances({"a-0": 8001, "b-0": 8002}, ["a-0"], files) == ["0", "b-0"]
+    assert SV.stale_instances({}, ["0"], files) == [] and SV.stale_instances(None, [], None) == []
