@@ -75,8 +75,8 @@ def by_model_values():
     """s1's inventory with many models: two models (one with an adapter) behind the edge and the balancer."""
     values = variables("s1")
     files = {"key_ids": "/k.map", "routes": "/r.map", "listings": "/l.map", "names": "/n.map", "upstream": "/u.map"}
-    members = [dict(r, model=m, adapters=a) for r, m, a in zip(values["loadbalancer_edge_replicas"], ["chat", "emb"],
-                                                                [["chat-lora"], []])]
+    models = [("chat", ["chat-lora"]), ("emb", [])]
+    members = [dict(r, model=m, adapters=a) for r, (m, a) in zip(values["loadbalancer_edge_replicas"], models)]
     values["__loadbalancer_edge"] = edge_config(members, {
         "bind_address": "0.0.0.0", "path_prefixes": ["/v1/", "/metrics"], "public_paths": ["/health"], "keys_file": "",
         "api_keys": values["loadbalancer_api_keys"], "route_by_model": True, "client_port": 8000,
