@@ -210,11 +210,13 @@ def haproxy_stat(text):
 
 def haproxy_servers(text, backend):
     """{server name: {status, scur, check_status, backend}} of one backend (or a list of backends: a balancer routing
-    by model has one per model, with distinct server names) in a `show stat` CSV."""
+    by model has one per model, with distinct server names; a name ending in * is a prefix) in a `show stat` CSV."""
     backends = [backend] if isinstance(backend, str) else list(backend or [])
+    prefixes = tuple(b[:-1] for b in backends if b.endswith("*"))
     result = {}
     for row in haproxy_stat(text):
-        if row.get("pxname") in backends and row.get("svname") not in ("FRONTEND", "BACKEND"):
+        name = row.get("pxname") or ""
+        if (name in backends or (prefixes and name.startswith(prefixes))) and row.get("svname") not in ("FRONTEND", "BACKEND"):
             result[row["svname"]] = {"status": row.get("status", ""), "scur": int(row.get("scur") or 0),
                                      "check_status": row.get("check_status", ""), "backend": row["pxname"]}
     return result

@@ -109,6 +109,8 @@ def test_a_balancer_routing_by_model_is_read_over_its_backends():
     assert sorted(servers) == ["gpu1-0", "gpu1-b", "gpu2-0"]
     assert servers["gpu1-b"] == {"status": "DOWN", "scur": 0, "check_status": "L7STS", "backend": "llmfleet_model_b"}
     assert list(fleet.haproxy_servers(text, ["llmfleet_model_b"])) == ["gpu1-b"]
+    # Every model's backend, without knowing the models (upgrade.yml's check before a roll).
+    assert list(fleet.haproxy_servers(text, ["llmfleet_model_*"])) == ["gpu1-b"]
 
 
 MANY = {"served_model_name": "chat", "bind_address": "0.0.0.0", "edge": True,
