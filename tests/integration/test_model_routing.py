@@ -298,8 +298,8 @@ def test_prometheus_reaches_each_replicas_metrics_by_name_on_the_one_port(proxie
         assert status == 400 and "alpha-0, alpha-1, beta-0" in doc["error"]["message"]
     assert request(proxies["edge"], "GET", "/metrics?replica=beta-0")[0] == 401
     # A replica's own port answers its /metrics with a key for every model, and never the API.
-    assert answer(proxies["replica"], "GET", "/metrics", key=REPLICA_KEY) == (200, {"served_by": "alpha-1",
-                                                                                  "path": "/metrics"})
+    metrics = {"served_by": "alpha-1", "path": "/metrics"}
+    assert answer(proxies["replica"], "GET", "/metrics", key=REPLICA_KEY) == (200, metrics)
     assert answer(proxies["replica"], "GET", "/health") == (200, {"served_by": "alpha-1", "path": "/health"})
     assert answer(proxies["replica"], "GET", "/metrics", key=BETA_KEY)[0] == 401
     assert answer(proxies["replica"], "POST", "/v1/chat/completions", chat("alpha"), key=REPLICA_KEY)[0] == 404
