@@ -10,16 +10,17 @@ import yaml
 
 API_KEY = "llmfleet-sentinel-api-key-4f1c"
 SCENARIO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-with open(os.path.join(SCENARIO, "models.yml")) as fh:
+with open(os.path.join(SCENARIO, "vars", "models.yml")) as fh:
     MODELS = yaml.safe_load(fh)
 # A third model: the tiny Llama again under another served name (its own unit, container, port and directory).
 THIRD = dict(MODELS["llmfleet_models"][1], name="tiny-llama-b", weights_dir="/srv/llmfleet/models/tiny-llama-b")
 
 
-def _site(extra):
-    """site.yml against this scenario's host with extra vars (None: the one-model shorthand) -> (rc, output, s)."""
+def _site(extra, playbook="site.yml"):
+    """A playbook (site.yml) against this scenario's host with extra vars (None: the one-model shorthand) ->
+    (rc, output, seconds)."""
     inventory = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "inventory")
-    cmd = ["ansible-playbook", os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "site.yml"), "-i", inventory]
+    cmd = ["ansible-playbook", os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], playbook), "-i", inventory]
     if extra is not None:
         cmd += ["-e", json.dumps(extra)]
     started = time.monotonic()
@@ -69,6 +70,25 @@ def test_a_rerun_changes_nothing_and_restarts_nothing(host):
     print("no-op re-run with two models: %.0fs" % wall)
     assert rc == 0 and _unchanged(out), out[-3000:]
     assert {i: _started(host, i) for i in before} == before
+
+
+def test_upgrading_one_model_restarts_only_its_replicas(host):
+    """upgrade.yml -e upgrade_models=[tiny-llama] with a change every replica would take (an environment variable):
+    only the Llama's replica restarts on it; the other model keeps its container and its files."""
+    before = _started(host, "tiny-0")
+    llama_before = _started(host, "tiny-llama-0")
+    extra = dict(_models(*MODELS["llmfleet_models"]), vllm_server_env={"LLMFLEET_ROLL_MARK": "1"},
+                 upgrade_models=["tiny-llama"])
+    rc, out, wall = _site(extra, "playbooks/upgrade.yml")
+    print("upgrading one model of two: %.0fs" % wall)
+    assert rc == 0, out[-3000:]
+    assert _started(host, "tiny-0") == before, "the model not named was restarted"
+    assert _started(host, "tiny-llama-0") != llama_before
+    assert "LLMFLEET_ROLL_MARK" in host.check_output("cat /etc/llmfleet/vllm-tiny-llama-0.env")
+    assert "LLMFLEET_ROLL_MARK" not in host.check_output("cat /etc/llmfleet/vllm-tiny-0.env")
+    # Back to the inventory's configuration: the Llama only (the other model never took the change).
+    rc, out, _wall = _site(_models(*MODELS["llmfleet_models"]))
+    assert rc == 0 and _started(host, "tiny-0") == before, out[-3000:]
 
 
 def test_adding_a_model_starts_only_its_unit(host):

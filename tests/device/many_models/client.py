@@ -22,8 +22,9 @@ def ask(spec):
         status, out, secs = post(port, "/v1/embeddings", {"model": name, "input": ["Hello world", "Paris France"]})
         got = {"vectors": len(out["data"]), "dims": [len(d["embedding"]) for d in out["data"]]}
     else:
-        status, out, secs = post(port, "/v1/completions", {"model": name, "prompt": "the capital of France is",
-                                                          "max_tokens": 16, "temperature": 0, "ignore_eos": True})
+        body = {"model": name, "prompt": "the capital of France is", "max_tokens": 16, "temperature": 0,
+                "ignore_eos": True}
+        status, out, secs = post(port, "/v1/completions", body)
         got = {"completion_tokens": out["usage"]["completion_tokens"], "text": out["choices"][0]["text"][:80]}
     return dict(instance=spec["instance"], model=name, status=status, seconds=secs, **got)
 

@@ -19,21 +19,21 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # the plan of the GPU that came (plan_argv.py writes one per GPU the tool may lend): H200 or H100
 lent_kit() { case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in *H100*) echo H100 ;; *) echo H200 ;; esac; }
 note() { echo "[$(date -u +%T)] $*" | tee -a "$LOGS/harness.log"; }
-field() { "$PY" -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(" ".join(v) if isinstance(v, list) else v)' "$@"; }
+field() { "$PY" -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print("\n".join(v) if isinstance(v, list) else v)' "$@"; }
 smi() {  # smi TAG: the GPU's memory and each process's, as nvidia-smi reports them
   { nvidia-smi --query-gpu=memory.used,memory.free,memory.total --format=csv,nounits
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,nounits; } > "$LOGS/smi_$1.csv" 2>&1
 }
 
 serve() {  # serve INSTANCE: start it, wait for /health 200 (480 s at most); 0 when healthy
-  local i=$1 spec=$STAGE/kit/$GPU/argv/$1.json cfg port model log t0 pid
+  local i=$1 spec=$STAGE/kit/$GPU/argv/$1.json cfg port model log t0 pid flags
   cfg=$(field "$spec" config); port=$(field "$spec" port); model=$(field "$spec" model)
   mkdir -p "$STAGE/models/$cfg" && cp "$STAGE/kit/$GPU/configs/$cfg.json" "$STAGE/models/$cfg/config.json"
   "$PY" "$STAGE/kit/make_tokenizer.py" "$STAGE/models/$cfg/config.json" "$STAGE/models/$cfg" >> "$LOGS/install.log" 2>&1
   log=$LOGS/serve_$i.log
-  # shellcheck disable=SC2046 # the argv file holds one flag or value per word
+  mapfile -t flags < <(field "$spec" argv)
   local cmd=("$PY" -m vllm.entrypoints.cli.main serve "$STAGE/models/$cfg" --served-model-name "$model"
-             --host 127.0.0.1 --port "$port" --load-format dummy $(field "$spec" argv))
+             --host 127.0.0.1 --port "$port" --load-format dummy "${flags[@]}")
   echo "HARNESS_JSON {\"instance\": \"$i\", \"device_only\": [\"--load-format dummy\", \"--host\", \"--port\", \"--served-model-name\"], \"argv\": \"${cmd[*]:3}\"}" > "$log"
   smi "before_$i"
   note "$i: start (port $port)"
@@ -78,7 +78,8 @@ case ${1:-} in
   all)
     GPU=$(lent_kit)
     note "all: begin, the plan for the $GPU: $(cat "$STAGE/kit/$GPU/order.txt")"
-    for i in $(cat "$STAGE/kit/$GPU/order.txt"); do serve "$i" || break; done
+    read -r -a order < "$STAGE/kit/$GPU/order.txt"
+    for i in "${order[@]}"; do serve "$i" || break; done
     "$PY" "$STAGE/kit/client.py" "$STAGE/kit/$GPU/argv" > "$LOGS/client.log" 2>&1
     note "client rc=$?: $(tr '\n' ' ' < "$LOGS/client.log" | cut -c1-400)"
     smi after_client
