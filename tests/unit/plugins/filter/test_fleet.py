@@ -241,3 +241,11 @@ def test_a_drain_waits_for_every_models_replicas_once():
     serving = dict(MANY, replicas=MANY["replicas"][:1])
     assert [r["name"] for r in fleet.drain_replicas(serving)] == ["chat-0", "emb-0"]
     assert fleet.drain_replicas({"replicas": [{"name": "0"}]}) == [{"name": "0"}]
+
+
+def test_a_roll_of_some_models_drains_only_theirs():
+    assert fleet.drain_targets(MANY, "gpu1", "llmfleet_vllm", by_model=True, models=["emb"]) == [
+        {"backend": "llmfleet_model_emb", "server": "gpu1-emb"}]
+    assert [r["name"] for r in fleet.drain_replicas(MANY, ["emb"])] == ["emb-0"]
+    # One model: the one backend holds every replica, all drained.
+    assert len(fleet.drain_targets(MANY, "gpu1", "llmfleet_vllm", models=["emb"])) == 2
