@@ -23,6 +23,10 @@ _REQUIRED = ("container", "env_file", "model_dir", "results_dir", "image", "back
              "ready_timeout_s", "run_id")
 
 
+# Where the client container finds the CA it verifies an https:// endpoint against.
+_CLIENT_CA = "/etc/llmfleet-ca.crt"
+
+
 def bench_serve_argv(client):
     """The docker argv that runs `vllm bench serve` for one concurrency level (client: the settings, see the doc)."""
     if not isinstance(client, dict):
@@ -35,8 +39,11 @@ def bench_serve_argv(client):
     # Offline: the tokenizer is the mounted model directory, never fetched.
     docker = ["docker", "run", "--rm", "--name", c["container"], "--network", "host", "--env-file", c["env_file"],
               "-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1", "-e", "HF_HUB_DISABLE_TELEMETRY=1",
-              "-v", c["model_dir"] + ":/model:ro", "-v", c["results_dir"] + ":/results",
-              "--entrypoint", "vllm", c["image"]]
+              "-v", c["model_dir"] + ":/model:ro", "-v", c["results_dir"] + ":/results"]
+    if c.get("ca_file"):
+        # An https:// endpoint: the client (aiohttp, Python's default context) verifies it against the fleet's CA.
+        docker += ["-v", c["ca_file"] + ":" + _CLIENT_CA + ":ro", "-e", "SSL_CERT_FILE=" + _CLIENT_CA]
+    docker += ["--entrypoint", "vllm", c["image"]]
     bench = ["bench", "serve",
              "--backend", c["backend"], "--base-url", c["base_url"], "--endpoint", c["endpoint"],
              "--model", c["served_model_name"], "--served-model-name", c["served_model_name"],

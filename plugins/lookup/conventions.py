@@ -59,6 +59,22 @@ _raw:
     replica_containers_regex:
       description: A regular expression that matches every replica's container name (for C(docker ps --filter name=)).
       type: str
+    tls_dir:
+      description: Where a host keeps its TLS files (C(/etc/llmfleet/tls)).
+      type: str
+      version_added: 1.1.0
+    tls_ca_file:
+      description: The CA certificate clients on the host verify the endpoints against (C(/etc/llmfleet/tls/ca.crt)).
+      type: str
+      version_added: 1.1.0
+    tls_edge_pem:
+      description: The certificate and key the edge presents (one PEM file, root only).
+      type: str
+      version_added: 1.1.0
+    tls_balancer_pem:
+      description: The certificate and key the fleet balancer presents (one PEM file, root only).
+      type: str
+      version_added: 1.1.0
 """
 
 from ansible.plugins.lookup import LookupBase
@@ -77,6 +93,10 @@ def names():
         "replica_units_glob": CV.REPLICA_UNIT_PREFIX + "*",
         "replica_container_prefix": CV.REPLICA_CONTAINER_PREFIX,
         "replica_containers_regex": "^" + CV.REPLICA_CONTAINER_PREFIX,
+        "tls_dir": CV.TLS_DIR,
+        "tls_ca_file": CV.TLS_CA_FILE,
+        "tls_edge_pem": CV.tls_pem("edge"),
+        "tls_balancer_pem": CV.tls_pem("balancer"),
     }
 
 

@@ -71,6 +71,8 @@ options:
     description:
       - Refuse production without an API key - C(environment), C(key_set) (a non-empty key is in effect), C(key_var),
         C(address) and C(address_var) (what clients reach) and its C(scope) (the address_scope filter's answer).
+      - Refuse production with TLS off beyond loopback - C(tls) (whether the listener speaks TLS, default true) and
+        C(tls_var) (the variable that turned it off).
     type: dict
   image:
     description:

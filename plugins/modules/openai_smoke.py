@@ -47,6 +47,13 @@ options:
     description: Seconds allowed for each request.
     type: int
     default: 120
+  ca_path:
+    description:
+      - The CA certificate (PEM) an C(https://) endpoint's certificate is verified against, for example the fleet's
+        C(/etc/llmfleet/tls/ca.crt); empty, the system's trusted CAs. The certificate is always verified.
+    type: path
+    default: ""
+    version_added: 1.1.0
   chat_template_kwargs:
     description: "Passed to vLLM as C(chat_template_kwargs), for example C({\"enable_thinking\": false})."
     type: dict
@@ -62,7 +69,10 @@ options:
     type: int
     version_added: 1.1.0
   model_dir:
-    description: The model's directory on this host, read for its hidden size when O(embedding_size) is unset.
+    description:
+      - The model's directory on this host, read for its hidden size when O(embedding_size) is unset.
+      - A cross-encoder there (a C(*ForSequenceClassification) architecture, a reranker) is tested with C(score)
+        whatever O(kind) says.
     type: path
     version_added: 1.1.0
   check_chat_refused:
@@ -88,6 +98,13 @@ EXAMPLES = r"""
     base_url: http://127.0.0.1:8000/v1
     model: qwen3.5-35b-a3b
     api_key: "{{ vllm_server_api_key }}"
+
+- name: Smoke-test an edge that speaks TLS, verified against the fleet's CA
+  llmfleet.vllm.openai_smoke:
+    base_url: https://127.0.0.1:8000/v1
+    model: qwen3.5-35b-a3b
+    api_key: "{{ vllm_server_api_key }}"
+    ca_path: /etc/llmfleet/tls/ca.crt
 """
 
 RETURN = r"""
@@ -116,6 +133,11 @@ stream_chunks:
   description: Number of streamed chunks that carried text.
   type: int
   returned: success
+kind:
+  description: The test that ran, C(embed) or C(score) (see O(model_dir)).
+  type: str
+  returned: with O(kind=embed) or O(kind=score)
+  version_added: 1.1.0
 latency_ms:
   description: Wall time of the embeddings or score request.
   type: float
@@ -159,6 +181,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.openai_smoke
     expected_embedding_size,
     model_name_diagnosis,
     parse_sse_line,
+    pooling_kind,
     score_problem,
     served_model_ids,
 )
@@ -181,7 +204,7 @@ def _request(module, path, body=None):
 def _open(module, request):
     try:
         return open_url(request["url"], data=request["data"], headers=request["headers"], method=request["method"],
-                        timeout=module.params["timeout"])
+                        timeout=module.params["timeout"], ca_path=module.params["ca_path"] or None)
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")[:500]
         hint = " (check the API key: vLLM's --api-key protects /v1)" if exc.code == 401 else ""
@@ -195,7 +218,7 @@ def _status(module, request):
     """The HTTP status of a request (None when it got no answer in time); the body is not needed."""
     try:
         with open_url(request["url"], data=request["data"], headers=request["headers"], method=request["method"],
-                      timeout=module.params["timeout"]) as response:
+                      timeout=module.params["timeout"], ca_path=module.params["ca_path"] or None) as response:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -203,20 +226,22 @@ def _status(module, request):
         return None
 
 
-def _model_size(path):
+def _model_config(path):
     try:
         with open(os.path.join(path, "config.json")) as handle:
-            return expected_embedding_size(json.load(handle))
-    except (IOError, OSError, ValueError):
+            return json.load(handle)
+    except (IOError, OSError, ValueError, TypeError):
         return None
 
 
 def _smoke_pooling(module, p, models):
     """The embed or score test, then the 4xx a chat request must get."""
-    result = dict(changed=False, models=models)
+    config = _model_config(p["model_dir"]) if p["model_dir"] else None
+    kind = pooling_kind(config, p["kind"])
+    result = dict(changed=False, models=models, kind=kind)
     started = time.monotonic()
-    if p["kind"] == "embed":
-        size = p["embedding_size"] or (_model_size(p["model_dir"]) if p["model_dir"] else None)
+    if kind == "embed":
+        size = p["embedding_size"] or expected_embedding_size(config)
         with _open(module, _request(module, "/embeddings", {"model": p["model"], "input": EMBED_INPUTS})) as response:
             answer = json.load(response)
         problem = embedding_problem(answer, len(EMBED_INPUTS), size)
@@ -239,7 +264,7 @@ def _smoke_pooling(module, p, models):
         if problem:
             module.fail_json(msg=problem, **result)
     result["summary"] = "model %r listed; %s in %s ms%s." % (
-        p["model"], "embeddings of %d numbers" % result["embedding_size"] if p["kind"] == "embed"
+        p["model"], "embeddings of %d numbers" % result["embedding_size"] if kind == "embed"
         else "scores %s" % ", ".join("%.4f" % x for x in result["scores"]), result["latency_ms"],
         "; a chat request got HTTP %s" % result["chat_status"] if p["check_chat_refused"] else "")
     module.exit_json(**result)
@@ -288,7 +313,6 @@ def _smoke_generate(module, p, models):
                      summary=summary)
 
 
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -303,6 +327,7 @@ def main():
             embedding_size=dict(type="int"),
             model_dir=dict(type="path"),
             check_chat_refused=dict(type="bool", default=True),
+            ca_path=dict(type="path", default=""),
         ),
         supports_check_mode=True,
     )
@@ -319,6 +344,7 @@ def main():
         _smoke_pooling(module, p, models)
 
     _smoke_generate(module, p, models)
+
 
 if __name__ == "__main__":
     main()

@@ -118,6 +118,11 @@ options:
     description: With the edge, vLLM listens on the replica's port plus this (vllm_server_edge_port_offset).
     type: int
     default: 10000
+  edge_tls:
+    description: Whether the edge speaks TLS (llmfleet_tls); the clients' base URLs are then C(https://).
+    type: bool
+    default: false
+    version_added: 1.1.0
   config_dir:
     description: Where the replicas' settings, run and environment files live (vllm_server_config_dir).
     type: str
@@ -321,7 +326,7 @@ many:
   version_added: 1.1.0
 port_offset: {description: What vLLM's port adds to the replica's (0 without the edge)., returned: always, type: int}
 health_base: {description: "C(http://<address>:) where this host reaches vLLM.", returned: always, type: str}
-client_base: {description: "C(http://<address>:) where clients reach the replicas.", returned: always, type: str}
+client_base: {description: "C(http(s)://<address>:) where clients reach the replicas (https through an edge with TLS).", returned: always, type: str}
 amx_python: {description: Whether the AMX sitecustomize is mounted., returned: always, type: bool}
 """
 
@@ -347,6 +352,7 @@ ARGUMENT_SPEC = dict(
     edge=dict(type="bool", default=True),
     edge_bind_address=dict(type="str", default="0.0.0.0"),
     edge_port_offset=dict(type="int", default=10000),
+    edge_tls=dict(type="bool", default=False),
     config_dir=dict(type="str", required=True),
     libexec_dir=dict(type="str", required=True),
     docker_bin=dict(type="str", default="/usr/bin/docker"),

@@ -8,6 +8,7 @@ import atexit
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -115,6 +116,24 @@ def run_playbook(playbook, inventory, extravars=None, envvars=None, keep=False, 
 
 def docker(*args, check=True, timeout=120):
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def wait_container_healthy(base, name, timeout):
+    """Wait until base/health answers 200 while the container ``name`` runs: None then, else why not (whether it
+    still runs, and its last log lines)."""
+    started = time.monotonic()
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return None
+        except OSError:
+            pass
+        state = docker("inspect", "-f", "{{.State.Running}}", name, check=False).stdout.strip()
+        if state != "true" or time.monotonic() - started > timeout:
+            logs = docker("logs", "--tail", "40", name, check=False)
+            return "%s did not become healthy (running=%s):\n%s%s" % (name, state, logs.stdout, logs.stderr)
+        time.sleep(1)
 
 
 def local_image_id(ref):
@@ -237,7 +256,9 @@ def deploy_site(host=SERVED_HOST, timeout=2700):
         json.dump({"llmfleet_api_key": SENTINEL_API_KEY, "vllm_server_hf_token": SENTINEL_HUB_TOKEN,
                    "model_weights_token": SENTINEL_HUB_TOKEN,
                    # The CPU engine on two cores shared by the whole test bed can take >10 min to start.
-                   "vllm_server_start_timeout": START_TIMEOUT_S}, fh)
+                   "vllm_server_start_timeout": START_TIMEOUT_S,
+                   # The fleet's CA of this deployment, with its other files.
+                   "llmfleet_tls_ca_dir": os.path.join(work, "tls")}, fh)
     envvars = {k: v for k, v in env.items() if k.startswith("LLMFLEET_TEST_")}
     # The demo inventory reads the key from a file; point it at a non-secret stand-in (the -e file wins).
     stand_in = os.path.join(work, "demo_api_key")
@@ -249,6 +270,8 @@ def deploy_site(host=SERVED_HOST, timeout=2700):
         atexit.register(_cleanup, host, work)
     run = run_playbook(os.path.join(TOP, "site.yml"), inventory, envvars=envvars, keep=True, timeout=timeout,
                        cmdline="-e @%s" % secrets_file)
+    if run.status == "successful":
+        trust_edge_ca(host)
     _deployment[host] = {"run": run, "secrets_file": secrets_file, "inventory": inventory, "work": work,
                          "envvars": envvars,
                          "wall_s": run.wall_s}
@@ -264,13 +287,29 @@ def _cleanup(host, work):
     shutil.rmtree(work, ignore_errors=True)
 
 
+# The edge speaks TLS (llmfleet_tls, the default): this process verifies it against the CA each deployed host keeps.
+EDGE_CA = "/etc/llmfleet/tls/ca.crt"
+_EDGE_TRUST = ssl.create_default_context()
+
+
+def trust_edge_ca(host):
+    """Add the CA a deployed host keeps to what every urllib request of this process verifies https:// against."""
+    _EDGE_TRUST.load_verify_locations(cadata=host_exec(host, "cat", EDGE_CA, check=True).stdout)
+    urllib.request.install_opener(urllib.request.build_opener(urllib.request.HTTPSHandler(context=_EDGE_TRUST)))
+
+
+def edge_url(ip, path="", port=8000):
+    """A URL of a host's edge (https: see trust_edge_ca)."""
+    return "https://%s:%d%s" % (ip, port, path)
+
+
 def serving_ok(ip, key=SENTINEL_API_KEY, port=8000):
     """True when /health answers 200 and /v1/models lists the served name (with the API key)."""
     try:
-        with urllib.request.urlopen("http://%s:%d/health" % (ip, port), timeout=3) as r:
+        with urllib.request.urlopen(edge_url(ip, "/health", port), timeout=3) as r:
             if r.status != 200:
                 return False
-        req = urllib.request.Request("http://%s:%d/v1/models" % (ip, port), headers={"Authorization": "Bearer " + key})
+        req = urllib.request.Request(edge_url(ip, "/v1/models", port), headers={"Authorization": "Bearer " + key})
         with urllib.request.urlopen(req, timeout=5) as r:
             return any(m.get("id") == "tiny" for m in json.load(r).get("data", []))
     except (urllib.error.URLError, OSError, ValueError):

@@ -98,6 +98,61 @@ def capture(name, query_sed=""):
             "LLMFLEET_TEST_QUERY_SED": query_sed}
 
 
+def _byo_tls():
+    """Certificates a user could bring (llmfleet_tls_*_file), in a temporary directory: a good set for localhost and
+    one bad variant per check of plugins/plugin_utils/fleet/tls_checks.py. {name: path}."""
+    import datetime
+    import tempfile
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    out = tempfile.mkdtemp(prefix="llmfleet-byo-tls-")
+    atexit.register(lambda: subprocess.run(["rm", "-rf", out], check=False))
+    keys = {name: ec.generate_private_key(ec.SECP256R1()) for name in ("ca", "other_ca", "host", "stray")}
+
+    def cert(name, key, signer, issuer, ca=False, sans=("localhost",), days=(-1, 90)):
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer or subject)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now + datetime.timedelta(days=days[0]))
+                   .not_valid_after(now + datetime.timedelta(days=days[1]))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in sans]), False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca = cert("byo CA", keys["ca"], keys["ca"], None, ca=True)
+    made = {"ca": ca, "other_ca": cert("byo CA", keys["other_ca"], keys["other_ca"], None, ca=True),
+            "good": cert("localhost", keys["host"], keys["ca"], ca.subject),
+            "expired": cert("localhost", keys["host"], keys["ca"], ca.subject, days=(-90, -2)),
+            "other_name": cert("gpu9", keys["host"], keys["ca"], ca.subject, sans=("gpu9",))}
+    paths = {}
+    for name, obj in made.items():
+        paths[name] = os.path.join(out, name + ".crt")
+        with open(paths[name], "wb") as fh:
+            fh.write(obj.public_bytes(serialization.Encoding.PEM))
+    for name, mode in (("host", 0o600), ("stray", 0o600), ("host_open", 0o644)):
+        paths[name + "_key"] = os.path.join(out, name + ".key")
+        with open(paths[name + "_key"], "wb") as fh:
+            key = keys[name.split("_", maxsplit=1)[0]]
+            fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
+        os.chmod(paths[name + "_key"], mode)
+    return paths
+
+
+BYO = _byo_tls()
+
+
+def byo(cert="good", key="host_key", ca="ca"):
+    return {"llmfleet_tls_cert_file": BYO[cert], "llmfleet_tls_key_file": BYO[key], "llmfleet_tls_ca_file": BYO[ca],
+            "llmfleet_api_key": "byo-tls-case-key"}
+
+
 def case(cid, what, play, base, override, fragments, env=None, absent=(), max_lines=None, lacks=()):
     """max_lines: the failure message may have at most this many lines; lacks: strings it must not contain."""
     return pytest.param(dict(play=play, vars=dict(base, **override), fragments=fragments, env=env or {},
@@ -205,6 +260,21 @@ CASES = [
          role_play("preflight"), PRE_CPU, {"llmfleet_environment": "prod"},
          ["llmfleet_environment is prod and no API key is set", "Set llmfleet_api_key",
           "vllm_server_edge_bind_address: 127.0.0.1"]),
+    # issue 41: TLS off in prod, and certificates the user brings that cannot serve, refused by preflight
+    case("prod-tls-off-preflight", "prod with TLS off, the edge on every address", role_play("preflight"), PRE_CPU,
+         {"llmfleet_environment": "prod", "llmfleet_tls": False, "llmfleet_api_key": "prod-tls-case-key"},
+         ["llmfleet_environment is prod and llmfleet_tls is false", "cross the network in clear",
+          "bind vllm_server_edge_bind_address to 127.0.0.1"]),
+    case("tls-byo-key-mismatch-preflight", "a key that is not the certificate's", role_play("preflight"), PRE_CPU,
+         byo(key="stray_key"), ["llmfleet_tls_cert_file and llmfleet_tls_key_file: the key does not match"]),
+    case("tls-byo-expired-preflight", "an expired certificate", role_play("preflight"), PRE_CPU, byo(cert="expired"),
+         ["llmfleet_tls_cert_file: the certificate expired on", "renew it"]),
+    case("tls-byo-missing-san-preflight", "a certificate without the host's name", role_play("preflight"), PRE_CPU,
+         byo(cert="other_name"), ["do not cover localhost", "issue it with those names"]),
+    case("tls-byo-other-ca-preflight", "a CA that did not sign the certificate", role_play("preflight"), PRE_CPU,
+         byo(ca="other_ca"), ["llmfleet_tls_ca_file:", "did not sign the certificate"]),
+    case("tls-byo-key-readable-preflight", "a key file readable by others", role_play("preflight"), PRE_CPU,
+         byo(key="host_open_key"), ["llmfleet_tls_key_file:", "mode 0644, readable by others; chmod 0600 it"]),
     # issue 28: what needs no host is refused by preflight, before playbooks/host.yml installs anything
     case("image-unpinned-preflight", "vllm_image_ref without a digest (refused after the host stage before)",
          role_play("preflight"), PRE_CPU, {"vllm_image_ref": "172.17.0.1:5000/llmfleet/vllm-cpu:0.32.0"},

@@ -81,9 +81,10 @@ def sh(name, script, check=True):
 def playbook(name, tmp, step):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(TOP / "collections"), ANSIBLE_CONFIG=str(TOP / "ansible.cfg"),
                PATH="%s:%s" % (TOP / ".venv" / "bin", os.environ.get("PATH", "")))
+    # The fleet's CA of this test (TLS is on by default), beside its play.
     result = subprocess.run(["ansible-playbook", "-i", "%s," % name, "-c", "community.docker.docker", "-e",
-                             "step=%s" % step, str(tmp / "play.yml")], capture_output=True, text=True, env=env,
-                            check=False)
+                             "step=%s" % step, "-e", "llmfleet_tls_ca_dir=%s" % (tmp / "tls"), str(tmp / "play.yml")],
+                            capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     recap = re.search(r"ok=\d+\s+changed=(\d+)", result.stdout)
     return int(recap.group(1)), result.stdout
@@ -115,20 +116,21 @@ def host(tmp_path_factory):
 
 def curl(name, url, key, body=None):
     data = " -d '%s'" % json.dumps(body) if body is not None else ""
-    out = sh(name, "curl -s -H 'Authorization: Bearer %s' '%s'%s" % (key, url, data)).stdout
+    # The edge and the balancer speak TLS: verified against the fleet's CA the role put on the host.
+    out = sh(name, "curl -s --cacert /etc/llmfleet/tls/ca.crt -H 'Authorization: Bearer %s' '%s'%s" % (key, url, data)).stdout
     return json.loads(out)
 
 
 def test_the_role_routes_by_model_on_the_edge_and_the_balancer(host):
     assert host["first_changed"] > 0
     for port in (8000, 8080):
-        models = curl(host["name"], "http://127.0.0.1:%d/v1/models" % port, KEYS["beta"])
+        models = curl(host["name"], "https://127.0.0.1:%d/v1/models" % port, KEYS["beta"])
         assert [m["id"] for m in models["data"]] == ["beta"]
-        answer = curl(host["name"], "http://127.0.0.1:%d/v1/chat/completions" % port, KEYS["full"],
+        answer = curl(host["name"], "https://127.0.0.1:%d/v1/chat/completions" % port, KEYS["full"],
                       {"messages": [], "model": "alpha-lora"})
         assert (answer["served_by"], answer["model"], answer["authorization"]) == (
             "alpha-0", "alpha-lora", "Bearer %s" % KEYS["replica"])
-        refused = curl(host["name"], "http://127.0.0.1:%d/v1/chat/completions" % port, KEYS["beta"], {"model": "alpha"})
+        refused = curl(host["name"], "https://127.0.0.1:%d/v1/chat/completions" % port, KEYS["beta"], {"model": "alpha"})
         assert refused["error"]["code"] == 403
 
 

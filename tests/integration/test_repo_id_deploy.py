@@ -64,6 +64,7 @@ def deploy(host, repo, commit):
         "model_weights_wheelhouse": ENV["LLMFLEET_TEST_WHEELHOUSE"],
         "model_weights_dir": "/srv/llmfleet/models/" + name,
         "vllm_server_start_timeout": C.START_TIMEOUT_S,
+        "llmfleet_tls_ca_dir": os.path.join(host["work"], "tls"),
     }
     envvars = {k: v for k, v in ENV.items() if k.startswith("LLMFLEET_TEST_")}
     envvars["LLMFLEET_DEMO_API_KEY_FILE"] = host["key_file"]
@@ -73,7 +74,7 @@ def deploy(host, repo, commit):
 
 def chat(ip, timeout=60):
     body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
-    req = urllib.request.Request("http://%s:8000/v1/chat/completions" % ip, data=body, method="POST",
+    req = urllib.request.Request(C.edge_url(ip, "/v1/chat/completions"), data=body, method="POST",
                                  headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.status, json.load(r)
@@ -114,6 +115,7 @@ def test_a_repo_id_without_a_profile_is_deployed_served_and_within_the_plan(host
     assert boot and not any(b.startswith("WARNING") for b in boot), boot
     assert all("KV cache: planned" in b for b in boot), boot
     ip = C.host_ip(HOST)
+    C.trust_edge_ca(HOST)
     status, answer = chat(ip)
     assert status == 200 and answer["choices"][0]["message"]["role"] == "assistant"
     served = C.host_exec(HOST, "cat", "/srv/llmfleet/models/%s/config.json" % repo.split("/")[1]).stdout

@@ -152,8 +152,8 @@ def test_the_key_is_enforced(deployed):
     import urllib.request
     ip = C.host_ip(HOST)
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen("http://%s:8000/v1/models" % ip, timeout=10)
+        urllib.request.urlopen(C.edge_url(ip, "/v1/models"), timeout=10)
     assert e.value.code == 401
-    req = urllib.request.Request("http://%s:8000/v1/models" % ip,
+    req = urllib.request.Request(C.edge_url(ip, "/v1/models"),
                                  headers={"Authorization": "Bearer " + C.SENTINEL_API_KEY})
     assert urllib.request.urlopen(req, timeout=10).status == 200

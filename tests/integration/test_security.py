@@ -71,11 +71,12 @@ def test_no_route_answers_without_the_key_from_the_network(served):
     spec = json.loads(openapi.stdout)
     report = security_probe.run_in_container(
         "bridge", C.load_env()["MOLECULE_HOST_IMAGE"], spec,
-        ["http://%s:%d" % (ip, EDGE_PORT), "http://%s:%d" % (ip, REPLICA_PORT)], "tiny")
+        [C.edge_url(ip, port=EDGE_PORT), "http://%s:%d" % (ip, REPLICA_PORT)], "tiny",
+        ca_pem=C.host_exec(HOST, "cat", C.EDGE_CA, check=True).stdout)
     record("route_probe", routes=len(security_probe.routes(spec)), requests=report["requests"],
            reachable_targets=report["reachable_targets"], violations=report["violations"],
            table=security_probe.route_table(report))
-    assert report["reachable_targets"] == ["http://%s:%d" % (ip, EDGE_PORT)], \
+    assert report["reachable_targets"] == [C.edge_url(ip, port=EDGE_PORT)], \
         "the replica's own port must not be reachable from the network: %s" % report["reachable_targets"]
     assert report["violations"] == [], "answered 2xx without the key: %s" % report["violations"]
     assert report["requests"] > 20

@@ -37,7 +37,7 @@ FIND_ENGINE = ("import os\n"
 
 def completion_ok(ip, timeout=10):
     body = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 1}).encode()
-    req = urllib.request.Request("http://%s:8000/v1/completions" % ip, data=body, method="POST",
+    req = urllib.request.Request(C.edge_url(ip, "/v1/completions"), data=body, method="POST",
                                  headers={"Authorization": "Bearer " + C.SENTINEL_API_KEY,
                                           "Content-Type": "application/json"})
     try:
@@ -49,7 +49,7 @@ def completion_ok(ip, timeout=10):
 
 def health(ip):
     try:
-        with urllib.request.urlopen("http://%s:8000/health" % ip, timeout=5) as r:
+        with urllib.request.urlopen(C.edge_url(ip, "/health"), timeout=5) as r:
             return r.status
     except urllib.error.HTTPError as err:
         return err.code

@@ -34,9 +34,11 @@ ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}
 cat <<MSG
 
 llmfleet demo is serving (site.yml took $(( $(date +%s) - start ))s).
-  Endpoint:  http://$ip:8000/v1   (model name: tiny)
+  Endpoint:  https://$ip:8000/v1   (model name: tiny; TLS, certificate signed by the CA below)
   API key:   $top/.cache/demo/api_key   (on the host: /etc/llmfleet/vllm-0.env, root-only)
-  Try:       curl -s http://$ip:8000/v1/chat/completions -H "Authorization: Bearer \$(cat .cache/demo/api_key)" \\
+  CA:        $top/.cache/demo/tls/ca.crt   (its key ca.key stays on this machine, 0600)
+  Try:       curl -s --cacert .cache/demo/tls/ca.crt https://$ip:8000/v1/chat/completions \\
+               -H "Authorization: Bearer \$(cat .cache/demo/api_key)" \\
                -H 'Content-Type: application/json' -d '{"model":"tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":16}'
   Logs:      docker exec $name journalctl -u llmfleet-vllm@0 -f
   Remove:    docker rm -f $name

@@ -56,3 +56,61 @@ def test_a_target_nothing_listens_on_is_unreachable_not_a_pass_of_every_route():
     assert report["reachable_targets"] == ["http://h:8000"]
     assert len(report["violations"]) == 1
     assert len([c for c in calls if c[0] == "http://h:1"]) == 2
+
+
+# ---- the transport probe, against real TLS servers on loopback ---------------------------------------------------
+import socket  # noqa: E402
+import ssl  # noqa: E402
+import threading  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+def _serve(context, answer=b"HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\n{\"choices\":[]}"):
+    """A server on loopback that answers every connection (TLS when context is given) with answer; its port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def loop():
+        while True:
+            conn, _addr = listener.accept()
+            try:
+                if context is not None:
+                    conn = context.wrap_socket(conn, server_side=True)
+                conn.recv(65536)
+                conn.sendall(answer)
+            except (ssl.SSLError, OSError):
+                pass
+            finally:
+                conn.close()
+    threading.Thread(target=loop, daemon=True).start()
+    return listener.getsockname()[1]
+
+
+def _server_context(pki, minimum):
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki["cert"], pki["key"])
+    if minimum is not ssl.TLSVersion.TLSv1_2:
+        context.set_ciphers("ALL:@SECLEVEL=0")
+    context.minimum_version = minimum
+    return context
+
+
+def test_a_listener_with_tls_1_2_at_least_and_a_certificate_of_the_ca_passes(local_pki):
+    port = _serve(_server_context(local_pki, ssl.TLSVersion.TLSv1_2))
+    report = P.transport("127.0.0.1", port, local_pki["ca"], "k", "tiny")
+    assert report["violations"] == [], report
+    assert report["TLSv1.2"]["version"] == "TLSv1.2" and not report["TLSv1"]["ok"] and not report["TLSv1.1"]["ok"]
+    assert report["plain_http"] == {"status": 0, "completion": False}
+
+
+def test_old_tls_a_foreign_certificate_and_plain_http_are_violations(local_pki):
+    port = _serve(_server_context(local_pki, ssl.TLSVersion.TLSv1))
+    old = P.transport("127.0.0.1", port, local_pki["ca"], "k", "tiny")["violations"]
+    if not P.handshake("127.0.0.1", port, local_pki["ca"], ssl.TLSVersion.TLSv1)["ok"]:
+        pytest.skip("this machine's OpenSSL cannot speak TLS 1.0 at all")
+    assert "TLSv1 was accepted" in old and "TLSv1.1 was accepted" in old
+    foreign = P.transport("127.0.0.1", port, local_pki["other_ca"], "k", "tiny")["violations"]
+    assert any(v.startswith("default did not verify") for v in foreign), foreign
+    plain = P.transport("127.0.0.1", _serve(None), local_pki["ca"], "k", "tiny")
+    assert plain["plain_http"] == {"status": 200, "completion": True}
+    assert plain["violations"][0].startswith("plain HTTP with a valid key answered")

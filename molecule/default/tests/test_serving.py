@@ -7,7 +7,10 @@ import time
 
 API_KEY = "llmfleet-sentinel-api-key-4f1c"
 UNIT = "llmfleet-vllm@0.service"
-BASE = "http://127.0.0.1:8000"
+# The edge speaks TLS (llmfleet_tls, the default): every client here verifies it against the fleet's CA on the host.
+BASE = "https://127.0.0.1:8000"
+CA = "/etc/llmfleet/tls/ca.crt"
+CURL = "curl --cacert %s" % CA
 
 
 def container_state(host):
@@ -18,7 +21,7 @@ def container_state(host):
 def wait_healthy(host, timeout=240):
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        if host.run("curl -fsS -o /dev/null %s/health" % BASE).rc == 0:
+        if host.run("%s -fsS -o /dev/null %s/health" % (CURL, BASE)).rc == 0:
             return time.monotonic() - started
         time.sleep(1)
     raise AssertionError("not healthy within %ss; journal:\n%s" % (
@@ -85,12 +88,12 @@ def test_watchdog_probes_the_replica_with_a_completion(host):
 
 
 def test_api_requires_the_key_and_serves_chat(host):
-    unauthorized = host.run("curl -s -o /dev/null -w '%%{http_code}' %s/v1/models" % BASE)
+    unauthorized = host.run("%s -s -o /dev/null -w '%%{http_code}' %s/v1/models" % (CURL, BASE))
     assert unauthorized.stdout.strip() == "401"
     body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
     reply = json.loads(host.check_output(
-        "curl -fsS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' %s/v1/chat/completions"
-        % (API_KEY, body, BASE)))
+        "%s -fsS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' %s/v1/chat/completions"
+        % (CURL, API_KEY, body, BASE)))
     assert reply["choices"][0]["message"]["content"]
 
 
@@ -124,12 +127,63 @@ def test_no_route_answers_without_the_key_from_the_network(host):
                         capture_output=True, text=True, check=True).stdout.strip()
     network = subprocess.run(["docker", "inspect", "-f", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}",
                               name], capture_output=True, text=True, check=True).stdout.strip()
-    edge, replica = "http://%s:8000" % ip, "http://%s:18000" % ip
-    report = security_probe.run_in_container(network, os.environ["MOLECULE_HOST_IMAGE"], spec, [edge, replica], "tiny")
+    edge, replica = "https://%s:8000" % ip, "http://%s:18000" % ip
+    report = security_probe.run_in_container(network, os.environ["MOLECULE_HOST_IMAGE"], spec, [edge, replica], "tiny",
+                                             ca_pem=host.file(CA).content_string)
     print("route probe: %d routes, %d requests, reachable %s, violations %d" % (
         len(security_probe.routes(spec)), report["requests"], report["reachable_targets"], len(report["violations"])))
     assert report["reachable_targets"] == [edge], "vLLM's own port must not be reachable from the network"
     assert report["violations"] == [], report["violations"]
+
+
+def _network_of(host):
+    import subprocess
+    name = host.backend.get_hostname()
+    inspect = ["docker", "inspect", "-f", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{$v.IPAddress}}{{end}}", name]
+    network, ip = subprocess.run(inspect, capture_output=True, text=True, check=True).stdout.split()
+    return name, network, ip
+
+
+def _probe_module():
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
+    import security_probe
+    return security_probe
+
+
+def test_an_outsider_gets_no_completion_over_plain_http_nor_old_tls(host):
+    """Issue 41, from another container on the test network: plain HTTP with a valid key gets no completion,
+    TLS 1.0 and 1.1 are refused, TLS 1.2 and 1.3 verify against the fleet's CA (the host's address as SAN)."""
+    import os
+    probe = _probe_module()
+    _name, network, ip = _network_of(host)
+    report = probe.transport_in_container(network, os.environ["MOLECULE_HOST_IMAGE"], ["%s:8000" % ip],
+                                          host.file(CA).content_string, API_KEY, "tiny")
+    target = report["targets"][0]
+    print("transport probe %s: plain HTTP %s, TLS 1.0 %s, TLS 1.1 %s, TLS 1.2 %s, default %s" % (
+        target["target"], target["plain_http"], target["TLSv1"]["error"][:60], target["TLSv1.1"]["error"][:60],
+        target["TLSv1.2"]["version"], target["default"]["version"]))
+    assert report["violations"] == [], report
+
+
+def test_no_key_crosses_the_network_in_clear_during_a_chat(host):
+    """Issue 41: every frame of the host's interface on the test network during a chat from another container
+    (over TLS) is searched for the key; the same capture during one plain-HTTP attempt finds it (the capture sees)."""
+    import os
+    probe = _probe_module()
+    name, network, ip = _network_of(host)
+    image, ca = os.environ["MOLECULE_HOST_IMAGE"], host.file(CA).content_string
+    started = probe.start_capture(name, image, API_KEY, 20)
+    chat = probe.chat_in_container(network, image, ["%s:8000" % ip], ca, API_KEY, "tiny")
+    over_tls = probe.capture_result(started)
+    assert chat["violations"] == [], chat
+    started = probe.start_capture(name, image, API_KEY, 8)
+    probe.transport_in_container(network, image, ["%s:8000" % ip], ca, API_KEY, "tiny")
+    in_clear = probe.capture_result(started)
+    print("packet capture on the test network: chat over TLS %s; plain-HTTP attempt %s" % (over_tls, in_clear))
+    assert over_tls["frames"] > 0 and not over_tls["found"], over_tls
+    assert in_clear["found"], "the capture did not see the key sent in clear: it proves nothing"
 
 
 def test_recovers_when_vllm_exits_0(host):
@@ -161,8 +215,8 @@ def _chat(host):
     body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
                        "temperature": 0})
     return json.loads(host.check_output(
-        "curl -fsS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' %s/v1/chat/completions"
-        % (API_KEY, body, BASE)))["choices"][0]["message"]["content"]
+        "%s -fsS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' %s/v1/chat/completions"
+        % (CURL, API_KEY, body, BASE)))["choices"][0]["message"]["content"]
 
 
 MODEL_DIR = "/srv/llmfleet/models/tiny-qwen3-moe"

@@ -11,8 +11,10 @@ import hashlib
 import json
 import os
 import re
+import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -62,8 +64,27 @@ def address(container):
     return info["NetworkSettings"]["Networks"][NETWORK]["IPAddress"]
 
 
+# The fleet's CA as the hosts keep it: every https request of these tests (urllib's, the request and stream loops')
+# verifies the balancer and the edges against it.
+CA = "/etc/llmfleet/tls/ca.crt"
+CURL = "curl --cacert %s" % CA
+_TRUSTED = []
+
+
+def trust_fleet_ca():
+    """Install an opener that verifies https:// against the fleet's CA (read from the balancer host), once."""
+    if not _TRUSTED:
+        with tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False) as fh:
+            fh.write(on(EDGE, "cat %s" % CA).stdout)
+        context = ssl.create_default_context(cafile=fh.name)
+        urllib.request.install_opener(urllib.request.build_opener(urllib.request.HTTPSHandler(context=context)))
+        _TRUSTED.append(fh.name)
+    return _TRUSTED[0]
+
+
 def balancer_url():
-    return "http://%s:8080" % address(EDGE)
+    trust_fleet_ca()
+    return "https://%s:8080" % address(EDGE)
 
 
 def http(url, body=None, key=None, timeout=30):
@@ -296,8 +317,8 @@ def test_vllm_listens_on_loopback_and_the_edge_on_the_private_address():
         assert ports[-1] == "127.0.0.1:18000", ports
         # vLLM itself: loopback only. The host's edge (key + route gate): the private address only.
         assert on(EDGE, "curl -s -o /dev/null -m 3 http://%s:18000/health" % ip, check=False).returncode != 0
-        assert on(host, "curl -s -o /dev/null -m 3 http://127.0.0.1:8000/health", check=False).returncode != 0
-        assert on(EDGE, "curl -fsS -o /dev/null -m 5 http://%s:8000/health" % ip, check=False).returncode == 0
+        assert on(host, "%s -s -o /dev/null -m 3 https://127.0.0.1:8000/health" % CURL, check=False).returncode != 0
+        assert on(EDGE, "%s -fsS -o /dev/null -m 5 https://%s:8000/health" % (CURL, ip), check=False).returncode == 0
 
 
 def test_no_route_answers_without_the_key_from_the_network():
@@ -306,11 +327,26 @@ def test_no_route_answers_without_the_key_from_the_network():
     sys.path.insert(0, os.path.join(PROJECT, "tests"))
     import security_probe
     spec = json.loads(on(GPUS[0], "curl -fsS http://127.0.0.1:18000/openapi.json").stdout)
-    targets = [balancer_url()] + ["http://%s:%d" % (address(h), p) for h in GPUS for p in (8000, 18000)]
-    report = security_probe.run_in_container(NETWORK, os.environ["MOLECULE_HOST_IMAGE"], spec, targets, MODEL)
+    targets = [balancer_url()] + ["%s://%s:%d" % (s, address(h), p) for h in GPUS for s, p in (("https", 8000), ("http", 18000))]
+    report = security_probe.run_in_container(NETWORK, os.environ["MOLECULE_HOST_IMAGE"], spec, targets, MODEL,
+                                             ca_pem=on(EDGE, "cat %s" % CA).stdout)
     record("route_probe", {"routes": len(security_probe.routes(spec)), "requests": report["requests"],
                            "reachable": report["reachable_targets"], "violations": report["violations"]})
-    assert sorted(report["reachable_targets"]) == sorted([balancer_url()] + ["http://%s:8000" % address(h) for h in GPUS])
+    assert sorted(report["reachable_targets"]) == sorted([balancer_url()] + ["https://%s:8000" % address(h) for h in GPUS])
+    assert report["violations"] == [], report["violations"]
+
+
+def test_every_listener_that_takes_a_key_speaks_tls_only():
+    """Issue 41, from another container on the network: the balancer, its exporter and each host's edge refuse plain
+    HTTP with a valid key and TLS 1.0/1.1, and verify against the fleet's CA (by address)."""
+    sys.path.insert(0, os.path.join(PROJECT, "tests"))
+    import security_probe
+    targets = ["%s:%d" % (address(EDGE), p) for p in (8080, 8405)] + ["%s:8000" % address(h) for h in GPUS]
+    report = security_probe.transport_in_container(NETWORK, os.environ["MOLECULE_HOST_IMAGE"], targets,
+                                                   on(EDGE, "cat %s" % CA).stdout, API_KEY, MODEL)
+    record("transport_probe", {t["target"]: {"plain_http": t["plain_http"], "TLSv1": t["TLSv1"]["ok"],
+                                             "TLSv1.1": t["TLSv1.1"]["ok"], "default": t["default"]["version"]}
+                               for t in report["targets"]})
     assert report["violations"] == [], report["violations"]
 
 
@@ -384,6 +420,8 @@ def test_prefix_routing_keeps_each_conversation_on_one_replica():
 def test_prometheus_scrapes_every_target():
     targets = json.loads(on(EDGE, "curl -fsS http://127.0.0.1:9090/api/v1/targets?state=active").stdout)
     active = targets["data"]["activeTargets"]
+    # The edges' and the balancer's exporters over TLS, verified against the fleet's CA (up below).
+    assert all(t["scrapeUrl"].startswith("https://") for t in active if t["labels"]["job"] in ("vllm", "haproxy")), active
     by_job = {}
     for target in active:
         by_job.setdefault(target["labels"]["job"], []).append(target["health"])
@@ -394,6 +432,43 @@ def test_prometheus_scrapes_every_target():
     # vLLM's own series arrive, one per replica, labelled with the host.
     query = json.loads(on(EDGE, "curl -fsS 'http://127.0.0.1:9090/api/v1/query?query=vllm:num_requests_running'").stdout)
     assert sorted(r["metric"]["host"] for r in query["data"]["result"]) == GPUS
+
+
+def presented_certificates():
+    """{listener: the certificate (PEM) it presents}: the balancer and each host's edge."""
+    listeners = [(address(EDGE), 8080)] + [(address(h), 8000) for h in GPUS]
+    return {"%s:%d" % l: ssl.get_server_certificate(l) for l in listeners}
+
+
+def test_new_certificates_are_picked_up_by_a_reload_without_a_failed_request():
+    """Issue 41: every host's certificate signed again (the controller's copies removed, as a renewal does) and rolled
+    out by serve.yml and fleet.yml while requests and long streams go through the balancer: the edges and the balancer
+    reload, present the new certificates, no request fails and no stream is cut; the replicas are not restarted."""
+    hosts_dir = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "tls", "hosts")
+    before, replicas = presented_certificates(), {h: container(h) for h in GPUS}
+    for name in os.listdir(hosts_dir):
+        if name.endswith(".crt"):
+            os.remove(os.path.join(hosts_dir, name))
+    loop = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=LOOP_REQUESTS, max_seconds=LOOP_SECONDS,
+                       workers=2, pause=0.2, timeout=60, vary_prompt=True).start()
+    streams = StreamLoop(balancer_url() + "/v1", MODEL, API_KEY, workers=STREAM_WORKERS, max_tokens=STREAM_TOKENS,
+                         max_seconds=LOOP_SECONDS, timeout=300).start()
+    try:
+        serve = playbook("serve.yml")
+        fleet = playbook("fleet.yml")
+    finally:
+        summary = loop.stop()
+        summary["streams"] = streams.stop()
+    after = presented_certificates()
+    record("tls_rotation", {"serve_seconds": serve.seconds, "fleet_seconds": fleet.seconds, "requests": summary,
+                            "listeners_renewed": sorted(l for l in after if after[l] != before[l])})
+    assert serve.returncode == 0, serve.stdout[-3000:]
+    assert fleet.returncode == 0, fleet.stdout[-3000:]
+    assert all(after[l] != before[l] for l in before), "a listener still presents its old certificate"
+    assert {h: container(h) for h in GPUS} == replicas, "a replica was restarted for a new certificate"
+    assert summary["failed"] == 0, summary
+    assert summary["ok"] >= 5, summary
+    assert summary["streams"]["cut"] == 0 and summary["streams"]["failed"] == 0, summary["streams"]
 
 
 def test_alert_rules_pass_their_promtool_unit_tests():

@@ -45,11 +45,13 @@ def _ports(host):
     return json.loads(host.file("/etc/llmfleet/ports.json").content_string)
 
 
-def _chat(host, model, port):
-    """A chat completion of model at port (a replica's vLLM port: port + the edge's offset), the model's name back."""
+def _chat(host, model, port, edge=False):
+    """A chat completion of model at port (a replica's vLLM port: port + the edge's offset; or the edge's, over TLS
+    verified against the fleet's CA), the model's name back."""
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
-    out = host.check_output("curl -fsS -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' "
-                            "http://127.0.0.1:%d/v1/chat/completions" % (API_KEY, body, port))
+    url = ("https" if edge else "http") + "://127.0.0.1:%d/v1/chat/completions" % port
+    out = host.check_output("curl -fsS --cacert /etc/llmfleet/tls/ca.crt -H 'Authorization: Bearer %s' "
+                            "-H 'Content-Type: application/json' -d '%s' %s" % (API_KEY, body, url))
     return json.loads(out)["model"]
 
 
@@ -126,7 +128,7 @@ def test_back_to_the_one_model_variables_removes_the_lists_instances(host):
         assert host.run("docker inspect llmfleet-vllm-%s" % instance).rc != 0
     assert not host.file("/etc/llmfleet/ports.json").exists
     assert "models" not in json.loads(host.file("/etc/llmfleet/serving.json").content_string)
-    assert _chat(host, "tiny", 8000) == "tiny"
+    assert _chat(host, "tiny", 8000, edge=True) == "tiny"
     rc, out, wall = _site(None)
     # Beside the two-model re-run's time above: issue #39 item 9's ratio (same host, same run).
     print("no-op re-run with the one model: %.0fs" % wall)

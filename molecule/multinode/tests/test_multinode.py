@@ -8,6 +8,7 @@ time is printed and written to .cache/multinode-report.json, the upgrade's to .c
 import json
 import os
 import re
+import ssl
 import subprocess
 import sys
 import time
@@ -42,13 +43,16 @@ def address(container):
 
 
 def chat(host, key=API_KEY, timeout=60):
+    """A chat through the host's edge over TLS, verified against the fleet's CA the host keeps."""
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
-    request = urllib.request.Request("http://%s:8000/v1/chat/completions" % address(host),
+    request = urllib.request.Request("https://%s:8000/v1/chat/completions" % address(host),
                                      data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     if key:
         request.add_header("Authorization", "Bearer " + key)
+    ca = on(host, "cat /etc/llmfleet/tls/ca.crt", check=False).stdout
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        context = ssl.create_default_context(cadata=ca or None)
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             return response.status, json.loads(response.read().decode())
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()

@@ -36,8 +36,9 @@ def secret_problems(secrets, key_check=None):
     """Secrets that are set but empty, white space or unresolved; and a production endpoint without any key.
 
     key_check: {environment, key_var, key_set (bool: a non-empty key is in effect), address, address_var, scope
-    (the address_scope of what clients reach)}: prod with no key on an address beyond loopback is refused, as the
-    serve role refuses it. The value of a secret is never part of a message."""
+    (the address_scope of what clients reach), tls (bool: the listener speaks TLS), tls_var}: prod with no key, or
+    with TLS off, on an address beyond loopback is refused, as the serve role refuses it. The value of a secret is
+    never part of a message."""
     problems = []
     for item in secrets or []:
         var, kind = item.get("var"), item.get("kind", "key")
@@ -60,4 +61,11 @@ def secret_problems(secrets, key_check=None):
                         "endpoint on this host only (%s: 127.0.0.1)."
                         % (kc.get("address"), kc.get("scope"), kc.get("key_var") or "llmfleet_api_key",
                            kc.get("address_var") or "vllm_server_edge_bind_address"))
+    if (kc.get("environment") == "prod" and not truthy(kc.get("tls", True))
+            and kc.get("scope") not in (None, "", "loopback")):
+        problems.append("llmfleet_environment is prod and %s is false, so the API key, every prompt and every "
+                        "completion cross the network in clear to %s (%s). Keep TLS on (the default), or bind %s to "
+                        "127.0.0.1 behind a TLS proxy of your own." % (
+                            kc.get("tls_var") or "llmfleet_tls", kc.get("address"), kc.get("scope"),
+                            kc.get("address_var") or "vllm_server_edge_bind_address"))
     return problems

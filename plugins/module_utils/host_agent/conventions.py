@@ -8,6 +8,7 @@ when none is set. Constants and small pure functions, no I/O; modules, filters a
 take them from here.
 
   replica_unit(name) / replica_container(name)   the systemd unit and the container of one replica
+  tls_pem(name)                                  the certificate + key file one HAProxy presents
   address_scope(address)                         loopback, wildcard, private, public or name
   reach_address(bind)                            where this host reaches a service bound to bind
 """
@@ -30,6 +31,9 @@ REPLICA_LABEL = "llmfleet.vllm.replica"
 SERVED_MODEL_LABEL = "llmfleet.vllm.served-model-name"
 MANIFEST_LABEL = "llmfleet.vllm.model-manifest"
 IMAGE_LABEL = "llmfleet.vllm.image-id"
+# TLS on a host: the CA clients verify against (public), and one certificate + key per HAProxy (0600, root).
+TLS_DIR = "/etc/llmfleet/tls"
+TLS_CA_FILE = TLS_DIR + "/ca.crt"
 
 # ---- address scopes -------------------------------------------------------------------------------------------
 # Every spelling of "this host only" and of "every address" (an empty bind address binds every address too).
@@ -60,6 +64,11 @@ def replica_unit(name):
 def replica_container(name):
     """The container the unit of replica name runs."""
     return "%s%s" % (REPLICA_CONTAINER_PREFIX, name)
+
+
+def tls_pem(name):
+    """The certificate and key (one PEM file) HAProxy named name (edge, balancer) presents."""
+    return "%s/%s.pem" % (TLS_DIR, name)
 
 
 def address_scope(address):

@@ -44,6 +44,13 @@ def test_extra_args_come_after_the_clients_flags_and_before_the_metadata():
     assert "--goodput" not in argv_of(dict(CLIENT, extra_args=[]))
 
 
+def test_an_https_endpoint_is_verified_against_the_ca_mounted_into_the_client():
+    argv = argv_of(dict(CLIENT, base_url="https://127.0.0.1:8000", ca_file="/etc/llmfleet/tls/ca.crt"))
+    assert "/etc/llmfleet/tls/ca.crt:/etc/llmfleet-ca.crt:ro" in argv and "SSL_CERT_FILE=/etc/llmfleet-ca.crt" in argv
+    assert argv.index("SSL_CERT_FILE=/etc/llmfleet-ca.crt") < argv.index("--entrypoint")
+    assert not [a for a in argv_of(dict(CLIENT, ca_file="")) if "SSL_CERT_FILE" in a]
+
+
 def test_a_missing_setting_is_named():
     with pytest.raises(AnsibleFilterError, match="missing concurrency"):
         argv_of(dict((k, v) for k, v in CLIENT.items() if k != "concurrency"))

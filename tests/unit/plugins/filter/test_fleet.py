@@ -26,6 +26,14 @@ def test_private_bind_address_is_what_the_balancer_dials():
     assert {b["served_model_name"] for b in backends} == {"tiny"}
 
 
+def test_a_host_whose_edge_speaks_tls_is_dialled_with_tls():
+    backends = fleet.fleet_backends([
+        {"host": "gpu1", "address": "10.0.0.1", "serving": dict(serving(["https://10.0.0.1:8000/v1"], [8000]), edge=True)},
+        {"host": "gpu2", "address": "10.0.0.2", "serving": serving(["http://10.0.0.2:8000/v1"], [8000], bind="10.0.0.2")},
+    ])
+    assert [(b["host"], b["tls"]) for b in backends] == [("gpu1", True), ("gpu2", False)]
+
+
 def test_wildcard_bind_uses_the_host_address_and_is_flagged_exposed():
     backends = fleet.fleet_backends([
         {"host": "gpu1", "address": "192.168.1.5", "serving": serving(["http://127.0.0.1:8000/v1"], [8000], bind="0.0.0.0")},

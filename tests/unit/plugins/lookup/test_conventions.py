@@ -16,3 +16,10 @@ def test_the_lookup_returns_one_dict_of_the_shared_names():
     assert re.fullmatch(fnmatch.translate(names["replica_units_glob"]), CV.replica_unit("gpu-01"))
     assert re.match(names["replica_containers_regex"], CV.replica_container("0"))
     assert not re.match(names["replica_containers_regex"], "llmfleet-bench-0")
+
+
+def test_the_tls_files_of_a_host_sit_in_one_directory():
+    [names] = LookupModule().run([], variables={})
+    assert names["tls_ca_file"] == CV.TLS_CA_FILE == "/etc/llmfleet/tls/ca.crt"
+    assert (names["tls_edge_pem"], names["tls_balancer_pem"]) == (CV.tls_pem("edge"), CV.tls_pem("balancer"))
+    assert all(names[k].startswith(names["tls_dir"] + "/") for k in ("tls_ca_file", "tls_edge_pem", "tls_balancer_pem"))

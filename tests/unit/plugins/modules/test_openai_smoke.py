@@ -1,6 +1,7 @@
 """The openai_smoke module end to end (through ansible's open_url) against a small OpenAI-compatible double."""
 import json
 import os
+import ssl
 import subprocess
 import sys
 import threading
@@ -89,3 +90,26 @@ def test_a_wrong_key_and_a_wrong_model_name_fail_with_the_reason(endpoint):
 def test_nothing_listening_says_so():
     result = smoke(base_url="http://127.0.0.1:9/v1", model="tiny")
     assert result["failed"] and "is the replica running and listening?" in result["msg"]
+
+
+@pytest.fixture(scope="module")
+def tls_endpoint(local_pki):
+    """The same TEST DOUBLE behind TLS, with a certificate for 127.0.0.1 signed by a test CA."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(local_pki["cert"], local_pki["key"])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield "https://127.0.0.1:%d/v1" % server.server_address[1]
+    server.shutdown()
+
+
+def test_an_https_endpoint_is_verified_against_the_ca_given(tls_endpoint, local_pki):
+    result = smoke(base_url=tls_endpoint, model="tiny", api_key="k", ca_path=local_pki["ca"])
+    assert not result.get("failed"), result
+    assert result["chat_reply"] == "Hello there"
+    # Another CA (or none: the system's) does not vouch for it: the smoke test fails, it never skips the check.
+    for ca in (local_pki["other_ca"], ""):
+        result = smoke(base_url=tls_endpoint, model="tiny", api_key="k", ca_path=ca)
+        assert result["failed"] and "CERTIFICATE_VERIFY_FAILED" in result["msg"], result

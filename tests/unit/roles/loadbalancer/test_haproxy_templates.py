@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.haproxy_config import balancer_config, edge_config
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.tls import haproxy_tls
 
 ROLE = Path(__file__).resolve().parents[4] / "roles" / "loadbalancer"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "rendered"
@@ -34,7 +35,7 @@ SCENARIOS = {
 }
 
 
-def variables(name):
+def variables(name, tls=False):
     with open(ROLE / "defaults" / "main.yml") as fh:
         values = yaml.safe_load(fh)
     values.update(SCENARIOS[name], ansible_managed="Ansible managed", inventory_hostname="localhost")
@@ -46,6 +47,9 @@ def variables(name):
         "path_prefixes": values["loadbalancer_path_prefixes"], "keys_file": KEYS_FILE,
         "api_keys": values["loadbalancer_api_keys"], "check_completion": values["loadbalancer_check_completion"],
         "check_model": values["loadbalancer_check_model"]})
+    # TLS off: the configurations as before TLS existed (the fixtures).
+    values["__loadbalancer_tls"] = haproxy_tls(values["backends"], {
+        "enabled": tls, "pem": "/etc/llmfleet/tls/balancer.pem", "ca_file": "/etc/llmfleet/tls/ca.crt"})
     return values
 
 
@@ -69,6 +73,45 @@ def test_another_backend_changes_the_balancer_configuration():
     values = variables("s1")
     values["__loadbalancer_haproxy"]["servers"][0]["address"] = "10.0.0.1:8009"
     assert render("haproxy.cfg.j2", values) != (FIXTURES / "s1-haproxy.cfg").read_text()
+
+
+def _tls(backends, pem="/etc/llmfleet/tls/balancer.pem"):
+    return haproxy_tls(backends, {"enabled": True, "pem": pem, "ca_file": "/etc/llmfleet/tls/ca.crt"})
+
+
+def test_with_tls_every_listener_that_carries_a_key_binds_ssl_and_the_balancer_verifies_each_edge():
+    values = variables("s1")
+    values["backends"][0]["host"] = "gpu1"
+    values["__loadbalancer_tls"] = _tls(values["backends"])
+    balancer = render("haproxy.cfg.j2", values)
+    assert "    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets\n" in balancer
+    assert "    bind 0.0.0.0:8080 ssl crt /etc/llmfleet/tls/balancer.pem\n" in balancer
+    assert "    bind 10.0.0.9:8405 ssl crt /etc/llmfleet/tls/balancer.pem\n" in balancer
+    assert "    bind 127.0.0.1:8404\n" in balancer  # the local stats page: loopback, no key
+    assert ("    server h1-0 10.0.0.1:8000 ssl verify required ca-file /etc/llmfleet/tls/ca.crt verifyhost gpu1\n"
+            in balancer)
+    assert "    server h2-0 [fd00::2]:8000 ssl verify required ca-file /etc/llmfleet/tls/ca.crt\n" in balancer
+    values["__loadbalancer_tls"] = _tls([], "/etc/llmfleet/tls/edge.pem")
+    edge = render("edge.cfg.j2", values)
+    assert "    bind 0.0.0.0:8000 ssl crt /etc/llmfleet/tls/edge.pem\n" in edge
+    assert "    bind 0.0.0.0:8001 ssl crt /etc/llmfleet/tls/edge.pem\n" in edge
+    assert "    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256" in edge
+    # The replicas behind the edge are on loopback: plain.
+    assert "    server replica_0 127.0.0.1:18000\n" in edge
+
+
+def test_with_tls_routing_by_model_binds_ssl_and_dials_each_hosts_edge_verified():
+    values = by_model_values()
+    backends = [dict(b, host=b["name"].split("-")[0], edge_port=8000) for b in values["backends"]]
+    values["__loadbalancer_tls"] = _tls(backends)
+    balancer = render("haproxy.cfg.j2", values)
+    assert "    bind 0.0.0.0:8080 ssl crt /etc/llmfleet/tls/balancer.pem\n" in balancer
+    emb = balancer[balancer.index("backend llmfleet_model_emb"):]
+    assert ("    server h3-emb host3.example:8000 ssl verify required ca-file /etc/llmfleet/tls/ca.crt verifyhost h3\n"
+            in emb)
+    values["__loadbalancer_tls"] = _tls([], "/etc/llmfleet/tls/edge.pem")
+    edge = render("edge.cfg.j2", values)
+    assert "    bind 0.0.0.0:8000 ssl crt /etc/llmfleet/tls/edge.pem\n" in edge
 
 
 def by_model_values():

@@ -13,6 +13,8 @@ import jinja2
 import pytest
 import yaml
 
+from ansible.plugins.filter.core import to_bool
+
 from ansible_collections.llmfleet.vllm.plugins.filter.fleet import fleet_address_port
 from ansible_collections.llmfleet.vllm.plugins.filter.served_models import model_backends, prometheus_model_targets
 from ansible_collections.llmfleet.vllm.plugins.lookup.conventions import names
@@ -29,9 +31,12 @@ def render(template, **values):
         defaults = yaml.safe_load(fh)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    env.filters.update({"to_json": json.dumps, "llmfleet.vllm.prometheus_model_targets": prometheus_model_targets,
+    env.filters.update({"to_json": json.dumps, "bool": to_bool,
+                        "llmfleet.vllm.prometheus_model_targets": prometheus_model_targets,
                         "llmfleet.vllm.fleet_address_port": fleet_address_port})
     defaults["monitoring_api_key"] = ""
+    # llmfleet_tls's default, as Ansible templates it.
+    defaults["monitoring_tls"] = True
     defaults.update(values, ansible_managed="Ansible managed", __monitoring_names=names())
     return env.get_template(template).render(defaults) + "\n"
 
@@ -73,7 +78,7 @@ def test_promtool_accepts_the_rules_and_their_unit_tests_pass(tmp_path):
 def model_host(host, address, models):
     described = [{"name": name, "runner": "generate", "model_path": "/srv/llmfleet/models/" + name,
                   "replicas": [{"name": "%s-0" % name, "port": port, "gpus": [0]}],
-                  "base_urls": ["http://%s:%d/v1" % (address, port)], "adapters": []} for name, port in models]
+                  "base_urls": ["http://%s:8000/v1" % address], "adapters": []} for name, port in models]
     return {"host": host, "address": address,
             "serving": {"served_model_name": described[0]["name"], "bind_address": address, "edge": True,
                         "replicas": described[0]["replicas"], "base_urls": described[0]["base_urls"],
@@ -89,9 +94,10 @@ def test_each_model_s_replicas_are_scraped_with_their_model():
     backends = model_backends([model_host("gpu1", "10.0.0.1", [("chat", 8001), ("embed", 8002)]),
                                model_host("gpu2", "10.0.0.2", [("chat", 8001)])])
     vllm = next(job for job in scrape_config(backends)["scrape_configs"] if job["job_name"] == "vllm")
-    assert [(g["targets"], g["labels"]["model"], g["labels"]["replica"]) for g in vllm["static_configs"]] == [
-        (["10.0.0.1:8001"], "chat", "chat-0"), (["10.0.0.2:8001"], "chat", "chat-0"),
-        (["10.0.0.1:8002"], "embed", "embed-0")]
+    # Each replica through its host's edge (one port), named in the query: /metrics?replica=<instance>.
+    assert [(g["targets"], g["labels"]["model"], g["labels"]["__param_replica"]) for g in vllm["static_configs"]] == [
+        (["10.0.0.1:8000"], "chat", "chat-0"), (["10.0.0.2:8000"], "chat", "chat-0"),
+        (["10.0.0.1:8000"], "embed", "embed-0")]
 
 
 @needs_promtool
@@ -99,8 +105,21 @@ def test_promtool_accepts_the_scrape_configuration(tmp_path):
     backends = model_backends([model_host("gpu1", "10.0.0.1", [("chat", 8001), ("embed", 8002)])])
     (tmp_path / "prometheus.yml").write_text(render(
         "prometheus.yml.j2", __monitoring_vllm_targets_effective=backends, __monitoring_node_hosts=[],
-        __monitoring_balancer_hosts=[], __monitoring_addresses={}).replace("/etc/prometheus/rules/", str(tmp_path) + "/"))
+        __monitoring_balancer_hosts=[], __monitoring_addresses={}, monitoring_tls_ca_file=str(tmp_path / "ca.crt")
+    ).replace("/etc/prometheus/rules/", str(tmp_path) + "/"))
+    (tmp_path / "ca.crt").write_text("")
     (tmp_path / "llmfleet.rules.yml").write_text(render("llmfleet.rules.yml.j2"))
     result = subprocess.run([PROMTOOL, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_edges_are_scraped_over_tls_verified_against_the_fleet_ca_unless_tls_is_off():
+    backends = model_backends([model_host("gpu1", "10.0.0.1", [("chat", 8001)])])
+    vllm = next(job for job in scrape_config(backends)["scrape_configs"] if job["job_name"] == "vllm")
+    assert vllm["scheme"] == "https" and vllm["tls_config"] == {"ca_file": "/etc/prometheus/llmfleet-ca.crt"}
+    plain = yaml.safe_load(render("prometheus.yml.j2", __monitoring_vllm_targets_effective=backends,
+                                  __monitoring_node_hosts=[], __monitoring_balancer_hosts=[], __monitoring_addresses={},
+                                  monitoring_tls=False))
+    vllm = next(job for job in plain["scrape_configs"] if job["job_name"] == "vllm")
+    assert "scheme" not in vllm and "tls_config" not in vllm

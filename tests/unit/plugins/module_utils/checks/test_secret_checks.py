@@ -39,3 +39,21 @@ def test_production_without_a_key_is_refused_unless_the_endpoint_stays_on_the_ho
     if refused:
         assert "llmfleet_environment is prod and no API key is set" in problems[0]
         assert "vllm_server_edge_bind_address: 127.0.0.1" in problems[0]
+
+
+@pytest.mark.parametrize("check,refused", [
+    ({"environment": "prod", "tls": False, "scope": "wildcard", "address": "0.0.0.0"}, True),
+    ({"environment": "prod", "tls": "false", "scope": "private", "address": "10.0.0.5"}, True),
+    ({"environment": "prod", "tls": False, "scope": "loopback", "address": "127.0.0.1"}, False),
+    ({"environment": "prod", "tls": True, "scope": "wildcard", "address": "0.0.0.0"}, False),
+    ({"environment": "prod", "scope": "wildcard", "address": "0.0.0.0"}, False),
+    ({"environment": "dev", "tls": False, "scope": "wildcard", "address": "0.0.0.0"}, False),
+])
+def test_production_with_tls_off_is_refused_unless_the_listener_stays_on_the_host(check, refused):
+    problems = S.secret_problems([], dict(check, key_set=True, address_var="vllm_server_edge_bind_address"))
+    assert bool(problems) == refused
+    if refused:
+        assert problems == ["llmfleet_environment is prod and llmfleet_tls is false, so the API key, every prompt and "
+                            "every completion cross the network in clear to %s (%s). Keep TLS on (the default), or "
+                            "bind vllm_server_edge_bind_address to 127.0.0.1 behind a TLS proxy of your own."
+                            % (check["address"], check["scope"])]

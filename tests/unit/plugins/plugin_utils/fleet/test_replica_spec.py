@@ -52,6 +52,16 @@ def test_behind_the_edge_vllm_listens_offset_on_loopback_and_clients_use_the_edg
     assert spec["watchdog_targets"][0]["url"] == "http://127.0.0.1:18000"
 
 
+def test_an_edge_that_speaks_tls_gives_clients_https_while_the_watchdog_stays_on_loopback_http():
+    spec = host_spec(host(edge_tls=True), [model()])
+    assert spec["base_urls"] == ["https://127.0.0.1:8000/v1"]
+    assert spec["replicas"][0]["health_url"] == "http://127.0.0.1:18000/health"
+    assert spec["watchdog_targets"][0]["url"] == "http://127.0.0.1:18000"
+    # Without the edge there is no TLS listener: vLLM's own port, plain.
+    assert host_spec(host(edge=False, edge_tls=True, bind_address="10.1.2.3"), [model()])["base_urls"] == [
+        "http://10.1.2.3:8000/v1"]
+
+
 def test_without_the_edge_clients_reach_vllm_on_its_own_port():
     spec = host_spec(host(edge=False, bind_address="10.1.2.3"), [model()])
     r = spec["replicas"][0]
@@ -192,7 +202,8 @@ def test_many_models_each_get_their_own_units_ports_flags_and_runner():
     assert [m["name"] for m in spec["models_described"]] == ["qwen", "emb"]
     assert spec["models_described"][1]["replicas"] == [{"name": "emb-0", "port": 8002, "gpus": []}]
     assert [m["model"] for m in spec["edge_members"]] == ["qwen", "emb"]
-    assert [(t["model"], t["runner"]) for t in spec["watchdog_targets"]] == [("qwen", "generate"), ("emb", "pooling")]
+    assert [(t["model"], t["runner"], t["gpus"]) for t in spec["watchdog_targets"]] == [
+        ("qwen", "generate", []), ("emb", "pooling", [])]
 
 
 def test_the_shorthand_keeps_its_replicas_and_records_no_port():

@@ -1,0 +1,45 @@
+"""TLS on the edge and the balancer, as data (plugin_utils/fleet/tls.py)."""
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.tls import haproxy_tls, subject_alt_names
+
+ON = {"enabled": True, "pem": "/etc/llmfleet/tls/balancer.pem", "ca_file": "/etc/llmfleet/tls/ca.crt"}
+
+
+def test_every_ssl_bind_and_server_gets_tls_1_2_at_least_and_only_aead_ciphers():
+    tls = haproxy_tls([], ON)
+    options = [line for line in tls["global"] if "-options " in line]
+    assert options == ["ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets",
+                       "ssl-default-server-options ssl-min-ver TLSv1.2 no-tls-tickets"]
+    prefixes = ("ssl-default-bind-ciphers ", "ssl-default-server-ciphers ")
+    ciphers = [line.split()[1] for line in tls["global"] if line.startswith(prefixes)]
+    assert len(ciphers) == 2
+    for suite in ciphers[0].split(":"):
+        assert suite.startswith("ECDHE-") and ("GCM" in suite or "CHACHA20" in suite), suite
+    assert tls["bind"] == " ssl crt /etc/llmfleet/tls/balancer.pem"
+
+
+def test_the_balancer_verifies_each_edge_against_the_ca_and_its_name_where_it_has_one():
+    ca = " ssl verify required ca-file /etc/llmfleet/tls/ca.crt"
+    tls = haproxy_tls([{"name": "gpu1-0", "host": "gpu1", "address": "10.0.0.1", "port": 8000},
+                       {"name": "gpu1-1", "host": "gpu1", "address": "10.0.0.1", "port": 8001, "edge_port": 8000},
+                       {"name": "10.0.0.2-0", "host": "10.0.0.2", "address": "10.0.0.2", "port": 8000},
+                       {"name": "v6-0", "host": "v6", "address": "fd00::3", "port": 8000},
+                       {"name": "bare-0", "host": "bare", "address": "10.0.0.4", "port": 8000, "tls": False}], ON)
+    # By the address:port a server line dials: the replica's port, or the edge's when the balancer routes by model.
+    assert tls["servers"] == {
+        "10.0.0.1:8000": ca + " verifyhost gpu1", "10.0.0.1:8001": ca + " verifyhost gpu1",
+        # HAProxy matches verifyhost against DNS names only: an address gets the chain check.
+        "10.0.0.2:8000": ca, "[fd00::3]:8000": ca + " verifyhost v6",
+        # A host without an edge (its replicas speak plain HTTP): no TLS to it.
+        "10.0.0.4:8000": ""}
+    # A server the backends do not name (loadbalancer_backends without a host): the chain check.
+    assert tls["server"] == ca
+
+
+def test_with_tls_off_the_configuration_is_plain_http_as_before():
+    assert haproxy_tls([{"name": "a", "host": "h", "address": "10.0.0.1", "port": 8000}], {"enabled": False}) == {
+        "enabled": False, "global": [], "bind": "", "server": "", "servers": {}}
+
+
+def test_sans_name_each_name_and_address_once_in_order():
+    sans = subject_alt_names(["gpu1", "GPU1", "", "10.0.0.5", "localhost"], ["10.0.0.5", "127.0.0.1", "[::1]"])
+    assert sans == ["DNS:gpu1", "IP:10.0.0.5", "DNS:localhost", "IP:127.0.0.1", "IP:::1"]
