@@ -26,6 +26,7 @@ sys.path.insert(0, str(TOP / "collections"))
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.haproxy_config import (  # noqa: E402
     api_key_file, balancer_config, balancer_route_files, edge_config, edge_route_files)
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.tls import haproxy_tls  # noqa: E402
 
 ROLE = TOP / "roles" / "loadbalancer"
 MAX_BODY = 262144
@@ -43,6 +44,8 @@ def role_values(**overrides):
     with open(ROLE / "defaults" / "main.yml") as fh:
         values = yaml.safe_load(fh)
     values.update(ansible_managed="Ansible managed", inventory_hostname="testhost", loadbalancer_serving_group="gpu_nodes")
+    # Plain HTTP here (TLS is tested apart).
+    values["__loadbalancer_tls"] = haproxy_tls([], {"enabled": False, "pem": "", "ca_file": ""})
     values.update(overrides)
     return values
 
