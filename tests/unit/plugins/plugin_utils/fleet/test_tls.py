@@ -37,7 +37,33 @@ def test_the_balancer_verifies_each_edge_against_the_ca_and_its_name_where_it_ha
 
 def test_with_tls_off_the_configuration_is_plain_http_as_before():
     assert haproxy_tls([{"name": "a", "host": "h", "address": "10.0.0.1", "port": 8000}], {"enabled": False}) == {
-        "enabled": False, "global": [], "bind": "", "server": "", "servers": {}}
+        "enabled": False, "global": [], "bind": "", "server": "", "servers": {}, "client_gate": []}
+
+
+def test_mutual_tls_the_balancer_presents_its_certificate_to_each_edge_it_dials_over_tls():
+    tls = haproxy_tls([{"name": "gpu1-0", "host": "gpu1", "address": "10.0.0.1", "port": 8000},
+                       {"name": "bare-0", "host": "bare", "address": "10.0.0.4", "port": 8000, "tls": False}],
+                      dict(ON, client_pem="/etc/llmfleet/tls/balancer.pem"))
+    assert tls["servers"]["10.0.0.1:8000"].endswith(" verifyhost gpu1 crt /etc/llmfleet/tls/balancer.pem")
+    assert tls["server"].endswith(" crt /etc/llmfleet/tls/balancer.pem")
+    # A plain member gets no certificate either.
+    assert tls["servers"]["10.0.0.4:8000"] == ""
+    # The balancer's own bind asks its clients for none.
+    assert "verify" not in tls["bind"] and tls["client_gate"] == []
+
+
+def test_mutual_tls_an_edge_refuses_a_client_off_the_host_without_a_certificate_the_ca_signed():
+    tls = haproxy_tls([], dict(ON, verify_clients=True))
+    assert tls["bind"] == " ssl crt /etc/llmfleet/tls/balancer.pem verify optional ca-file /etc/llmfleet/tls/ca.crt"
+    # The host's own clients (loopback: the smoke test, the gate) hold no certificate and keep working.
+    assert tls["client_gate"] == ["http-request deny deny_status 403 if !{ ssl_c_used } !{ src 127.0.0.0/8 ::1 }"]
+    assert " crt " not in tls["server"]
+
+
+def test_without_mutual_tls_nothing_asks_for_or_presents_a_client_certificate():
+    tls = haproxy_tls([{"name": "gpu1-0", "host": "gpu1", "address": "10.0.0.1", "port": 8000}],
+                      dict(ON, client_pem="", verify_clients=False))
+    assert "verify" not in tls["bind"] and " crt " not in tls["servers"]["10.0.0.1:8000"] and tls["client_gate"] == []
 
 
 def test_sans_name_each_name_and_address_once_in_order():
