@@ -110,3 +110,29 @@ def subject_alt_names(names, addresses):
         if san not in sans:
             sans.append(san)
     return sans
+
+
+# The collection's CA rotation, in phases (docs/SECURITY.md, "Transport"): the CA that signs is ca.crt; next/ca.crt is
+# trusted but signs nothing yet; previous/ca.crt is trusted while the certificates it signed are replaced.
+CA_ROTATION_PHASES = ("", "start", "finish", "end")
+CA_FILES = {"current": "ca.crt", "next": "next/ca.crt", "previous": "previous/ca.crt"}
+
+
+def ca_rotation(phase, present):
+    """What one run does to the CA directory, and what every host then trusts. phase: '' (nothing), 'start' (make
+    the next CA, trusted beside the current one), 'finish' (the next CA becomes the one that signs; the old one
+    stays trusted as previous and every host certificate is signed again), 'end' (the previous CA is trusted no
+    more). present: {next, previous} (bool: which of those CAs the directory holds). Each phase is idempotent, so
+    the edges' play and the balancer's play can both run it. Returns {make (the CA directories to make a CA in:
+    '' for the current one), promote, drop_previous, bundle (the CA files every host trusts, in order)}."""
+    if phase not in CA_ROTATION_PHASES:
+        raise ValueError("llmfleet_tls_ca_rotation must be one of %s, got %r"
+                         % (", ".join(repr(p) for p in CA_ROTATION_PHASES), phase))
+    has_next = bool(present.get("next")) or phase == "start"
+    promote = phase == "finish" and has_next
+    has_previous = (bool(present.get("previous")) or promote) and phase != "end"
+    has_next = has_next and not promote
+    return {"make": [""] + (["next"] if has_next else []), "promote": promote,
+            "drop_previous": phase == "end" and bool(present.get("previous")),
+            "bundle": [CA_FILES[name] for name, held in (("current", True), ("next", has_next),
+                                                          ("previous", has_previous)) if held]}

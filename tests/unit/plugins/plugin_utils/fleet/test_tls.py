@@ -1,4 +1,6 @@
 """TLS on the edge and the balancer, as data (plugin_utils/fleet/tls.py)."""
+import pytest
+
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.tls import haproxy_tls, subject_alt_names
 
 ON = {"enabled": True, "pem": "/etc/llmfleet/tls/balancer.pem", "ca_file": "/etc/llmfleet/tls/ca.crt"}
@@ -69,3 +71,32 @@ def test_without_mutual_tls_nothing_asks_for_or_presents_a_client_certificate():
 def test_sans_name_each_name_and_address_once_in_order():
     sans = subject_alt_names(["gpu1", "GPU1", "", "10.0.0.5", "localhost"], ["10.0.0.5", "127.0.0.1", "[::1]"])
     assert sans == ["DNS:gpu1", "IP:10.0.0.5", "DNS:localhost", "IP:127.0.0.1", "IP:::1"]
+
+
+def test_a_ca_rotation_trusts_old_and_new_ca_through_the_overlap_and_each_phase_can_run_twice():
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.tls import ca_rotation
+    present = {"next": False, "previous": False}
+    seen = []
+    for phase in ("", "start", "finish", "end", ""):
+        for _ in range(2):  # the edges' play, then the balancer's: the second run changes nothing
+            plan = ca_rotation(phase, present)
+            present = {"next": "next" in plan["make"], "previous": "previous/ca.crt" in plan["bundle"]}
+        seen.append((phase, plan["bundle"]))
+    assert seen == [("", ["ca.crt"]),
+                    # The next CA is trusted everywhere before it signs anything.
+                    ("start", ["ca.crt", "next/ca.crt"]),
+                    # It signs now (the old ca.crt moved to previous/), and the old one is still trusted.
+                    ("finish", ["ca.crt", "previous/ca.crt"]),
+                    ("end", ["ca.crt"]), ("", ["ca.crt"])]
+
+
+def test_a_ca_rotation_promotes_only_a_next_ca_that_exists_and_refuses_an_unknown_phase():
+    from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.tls import ca_rotation
+    assert ca_rotation("finish", {"next": True, "previous": False})["promote"] is True
+    # finish again (the balancer's play after the edges'): nothing left to promote, the overlap holds.
+    again = ca_rotation("finish", {"next": False, "previous": True})
+    assert again["promote"] is False and again["bundle"] == ["ca.crt", "previous/ca.crt"]
+    assert ca_rotation("start", {})["make"] == ["", "next"]
+    assert ca_rotation("end", {"next": False, "previous": True})["drop_previous"] is True
+    with pytest.raises(ValueError, match="llmfleet_tls_ca_rotation must be one of"):
+        ca_rotation("rotate", {})
