@@ -13,13 +13,14 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.openai_smoke import smoke_targets
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.served_models import served_models
 
 
 def _smoke_targets(serving, base_urls=None, model=None):
     if not isinstance(serving, dict):
         raise AnsibleFilterError("smoke_targets expects the deployment description (a dict), got %s"
                                  % type(serving).__name__)
-    return smoke_targets(serving, list(base_urls or []), model or None)
+    return smoke_targets(served_models(serving), list(base_urls or []), model or None)
 
 
 class FilterModule(object):

@@ -69,7 +69,10 @@ options:
     type: int
     version_added: 1.1.0
   model_dir:
-    description: The model's directory on this host, read for its hidden size when O(embedding_size) is unset.
+    description:
+      - The model's directory on this host, read for its hidden size when O(embedding_size) is unset.
+      - A cross-encoder there (a C(*ForSequenceClassification) architecture, a reranker) is tested with C(score)
+        whatever O(kind) says.
     type: path
     version_added: 1.1.0
   check_chat_refused:
@@ -130,6 +133,11 @@ stream_chunks:
   description: Number of streamed chunks that carried text.
   type: int
   returned: success
+kind:
+  description: The test that ran, C(embed) or C(score) (see O(model_dir)).
+  type: str
+  returned: with O(kind=embed) or O(kind=score)
+  version_added: 1.1.0
 latency_ms:
   description: Wall time of the embeddings or score request.
   type: float
@@ -173,6 +181,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.openai_smoke
     expected_embedding_size,
     model_name_diagnosis,
     parse_sse_line,
+    pooling_kind,
     score_problem,
     served_model_ids,
 )
@@ -217,20 +226,22 @@ def _status(module, request):
         return None
 
 
-def _model_size(path):
+def _model_config(path):
     try:
         with open(os.path.join(path, "config.json")) as handle:
-            return expected_embedding_size(json.load(handle))
-    except (IOError, OSError, ValueError):
+            return json.load(handle)
+    except (IOError, OSError, ValueError, TypeError):
         return None
 
 
 def _smoke_pooling(module, p, models):
     """The embed or score test, then the 4xx a chat request must get."""
-    result = dict(changed=False, models=models)
+    config = _model_config(p["model_dir"]) if p["model_dir"] else None
+    kind = pooling_kind(config, p["kind"])
+    result = dict(changed=False, models=models, kind=kind)
     started = time.monotonic()
-    if p["kind"] == "embed":
-        size = p["embedding_size"] or (_model_size(p["model_dir"]) if p["model_dir"] else None)
+    if kind == "embed":
+        size = p["embedding_size"] or expected_embedding_size(config)
         with _open(module, _request(module, "/embeddings", {"model": p["model"], "input": EMBED_INPUTS})) as response:
             answer = json.load(response)
         problem = embedding_problem(answer, len(EMBED_INPUTS), size)
@@ -253,7 +264,7 @@ def _smoke_pooling(module, p, models):
         if problem:
             module.fail_json(msg=problem, **result)
     result["summary"] = "model %r listed; %s in %s ms%s." % (
-        p["model"], "embeddings of %d numbers" % result["embedding_size"] if p["kind"] == "embed"
+        p["model"], "embeddings of %d numbers" % result["embedding_size"] if kind == "embed"
         else "scores %s" % ", ".join("%.4f" % x for x in result["scores"]), result["latency_ms"],
         "; a chat request got HTTP %s" % result["chat_status"] if p["check_chat_refused"] else "")
     module.exit_json(**result)

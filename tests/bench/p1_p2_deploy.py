@@ -13,7 +13,11 @@ times from the task events. Needs `make testbed` first (reads .cache/testbed.env
 average and the ten slowest tasks of each run; asserts nothing about speed. The machine's load makes every number
 an upper bound: read them with the load average printed beside them.
 
-    .venv/bin/python tests/bench/p1_p2_deploy.py [--hosts 4] [--demo] [--keep] [--prefix llmfleet-bench]
+    .venv/bin/python tests/bench/p1_p2_deploy.py [--hosts 4] [--models 3] [--demo] [--keep] [--prefix llmfleet-bench]
+
+--models N also deploys one host serving N of the test bed's models at once (llmfleet_models: the tiny Qwen3-MoE, the
+tiny Llama, the tiny BERT on the pooling runner) and prints its cold deploy and no-op re-run beside the one-model
+host's, with the ratios and task-host pairs (issue #39 item 9).
 
 The image pull runs in the background while the weights are placed (playbooks/model.yml), so "pull" is the span
 from the pull's start to the end of the wait for it: with the weights placed first it is max(pull, weights).
@@ -155,14 +159,63 @@ class Run:
             print("  %6.1f s  %s" % (duration, key))
 
 
-def inventory_for(hosts):
+def bench_models(env, count):
+    """The first ``count`` test-bed models as llmfleet_models (issue #39 item 9): the tiny Qwen3-MoE, the tiny Llama
+    (another architecture) and the tiny BERT on the pooling runner, each uploaded from the controller into its own
+    directory. count 0: none (the one-model variables)."""
+    arch = dict(item.split("=", 1) for item in env.get("LLMFLEET_TEST_ARCH_MODEL_DIRS", "").split(",") if "=" in item)
+    models = [("tiny", env["LLMFLEET_TEST_MODEL_DIR"], "generate", 512),
+              ("tiny-llama", arch.get("tiny-llama", ""), "generate", 256),
+              ("tiny-bert", env.get("LLMFLEET_TEST_POOLING_MODEL_DIR", ""), "pooling", 128)]
+    if count > len(models) or any(not path for _n, path, _r, _l in models[:count]):
+        raise SystemExit("--models %d: the test bed has %d of these models (make testbed)" % (
+            count, sum(1 for _n, path, _r, _l in models if path)))
+    return [{"name": name, "model": "llmfleet-test/" + os.path.basename(path.rstrip("/")), "source": "local",
+             "local_path": path, "weights_dir": "/srv/llmfleet/models/" + name, "max_model_len": length,
+             "runner": runner} for name, path, runner, length in models[:count]]
+
+
+def inventory_for(hosts, models=None):
+    """The demo inventory for ``hosts``, with its own CA directory and, given ``models``, llmfleet_models."""
     inventory = tempfile.mkdtemp(prefix="llmfleet-bench-inv-")
     shutil.copytree(os.path.join(TOP, "inventories", "demo", "group_vars"), os.path.join(inventory, "group_vars"))
+    extra = {"llmfleet_tls_ca_dir": os.path.join(inventory, "tls")}
+    if models:
+        extra["llmfleet_models"] = models
+    with open(os.path.join(inventory, "group_vars", "all", "bench.yml"), "w") as fh:
+        json.dump(extra, fh)
     with open(os.path.join(inventory, "hosts.yml"), "w") as fh:
         json.dump({"all": {"children": {"gpu_nodes": {"hosts": {h: {
             "ansible_connection": "community.docker.docker_api", "ansible_python_interpreter": "/usr/bin/python3"}
             for h in hosts}}}}}, fh)
     return inventory
+
+
+def bench_many(prefix, env, count, one_cold, one_rerun, keep):
+    """Cold deploy and no-op re-run of one host serving ``count`` models, against the one-model runs (item 9: the
+    re-run at most 1.3x the one-model re-run; the cold deploy their unavoidable work plus the same fixed overhead)."""
+    name = "%s-m%d" % (prefix, count)
+    inventory = inventory_for([name], bench_models(env, count))
+    try:
+        start_host(name, env["MOLECULE_HOST_IMAGE"])
+        cold = Run(inventory, env, [name])
+        rerun = Run(inventory, env, [name]) if cold.rc == 0 else None
+        out = {"models": count, "models_cold_wall_s": round(cold.wall, 1), "models_cold_rc": cold.rc,
+               "models_cold_load": cold.load, "models_cold_failures": cold.failures,
+               "models_cold_ratio": round(cold.wall / one_cold.wall, 2),
+               "models_cold_tasks": cold.task_count + cold.skipped_count}
+        if rerun:
+            out.update({"models_rerun_s": round(rerun.wall, 1), "models_rerun_changed": rerun.changed,
+                        "models_rerun_rc": rerun.rc, "models_rerun_load": rerun.load,
+                        "models_rerun_tasks": rerun.task_count + rerun.skipped_count,
+                        "models_rerun_ratio": round(rerun.wall / one_rerun.wall, 2)})
+            rerun.show_slow("re-run, one host, %d models" % count)
+        cold.show_slow("cold, one host, %d models" % count)
+        return out
+    finally:
+        if not keep:
+            remove_host(name)
+        shutil.rmtree(inventory, ignore_errors=True)
 
 
 def bench_demo(prefix, env):
@@ -201,6 +254,9 @@ def main():
     parser.add_argument("--prefix", default=os.environ.get("LLMFLEET_BENCH_PREFIX", "llmfleet-bench"),
                         help="test host name prefix")
     parser.add_argument("--keep", action="store_true", help="leave the test hosts running")
+    parser.add_argument("--models", type=int, default=0,
+                        help="also deploy one host serving this many test-bed models (llmfleet_models, 2-3) and print "
+                             "its cold deploy and re-run against the one-model host's")
     parser.add_argument("--tasks-out", help="write every task's duration of each run to this JSON file")
     args = parser.parse_args()
     env = load_env(os.path.join(TOP, ".cache", "testbed.env"))
@@ -271,6 +327,8 @@ def main():
             if not args.keep:
                 for name in fleet:
                     remove_host(name)
+        if args.models:
+            result.update(bench_many(args.prefix, env, args.models, cold, rerun, args.keep))
         if args.demo:
             demo_env = {k: v for k, v in env.items() if k.startswith(("ANSIBLE_", "PATH"))}
             result.update(bench_demo(args.prefix, dict(os.environ, **demo_env)))
@@ -280,6 +338,12 @@ def main():
                  ("   P2 x%d = %.1f s (%.2fx)" % (len(fleet), result["P2_fleet_s"], result["P2_fleet_ratio"])
                   if "P2_fleet_s" in result else ""),
                  ("   P5 warm = %.1f s" % result["P5_warm_s"] if "P5_warm_s" in result else ""), loadavg()))
+        if "models_rerun_s" in result:
+            print("%d models on one host: cold %.1f s (%.2fx one model's), re-run %.1f s (%.2fx; changed=%d; %d vs %d "
+                  "task-host pairs)" % (args.models, result["models_cold_wall_s"], result["models_cold_ratio"],
+                                        result["models_rerun_s"], result["models_rerun_ratio"],
+                                        result["models_rerun_changed"], result["models_rerun_tasks"],
+                                        result["rerun_tasks"]))
         if args.tasks_out:
             runs = {"cold": cold, "rerun": rerun}
             if fleet_runs:
@@ -292,6 +356,8 @@ def main():
         if fleet_runs and fleet_runs[1]:
             fleet_runs[1].show_slow("re-run, %d hosts" % len(fleet))
         ok = rerun.rc == 0 and rerun.changed == 0
+        if args.models:
+            ok = ok and result.get("models_rerun_rc") == 0 and result.get("models_rerun_changed") == 0
         if fleet_runs:
             ok = ok and fleet_runs[1] is not None and fleet_runs[1].rc == 0 and fleet_runs[1].changed == 0
         return 0 if ok else 1

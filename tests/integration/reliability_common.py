@@ -118,6 +118,24 @@ def docker(*args, check=True, timeout=120):
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=timeout)
 
 
+def wait_container_healthy(base, name, timeout):
+    """Wait until base/health answers 200 while the container ``name`` runs: None then, else why not (whether it
+    still runs, and its last log lines)."""
+    started = time.monotonic()
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return None
+        except OSError:
+            pass
+        state = docker("inspect", "-f", "{{.State.Running}}", name, check=False).stdout.strip()
+        if state != "true" or time.monotonic() - started > timeout:
+            logs = docker("logs", "--tail", "40", name, check=False)
+            return "%s did not become healthy (running=%s):\n%s%s" % (name, state, logs.stdout, logs.stderr)
+        time.sleep(1)
+
+
 def local_image_id(ref):
     """The ID of image ref in the local Docker engine; None when ref is empty or absent, or there is no engine."""
     if not ref:

@@ -347,8 +347,8 @@ def test_diagnose_model_selects_that_model_s_replicas_and_refuses_an_unknown_nam
     # Without diagnose_model: every replica against its own model's directory (embed's is missing here).
     (tmp_path / "chat").mkdir()
     (tmp_path / "all").mkdir()
-    run, reports, stdout = _run_diagnose(["chat-0", "embed-0"], {"diagnose_serving_file": str(serving),
-                                                               "diagnose_probe_api": False}, tmp_path / "all")
+    settings = {"diagnose_serving_file": str(serving), "diagnose_probe_api": False}
+    run, reports, stdout = _run_diagnose(["chat-0", "embed-0"], settings, tmp_path / "all")
     assert run.rc == 0, stdout[-3000:]
     assert "model directory %s does not exist" % (tmp_path / "embed") in "\n".join(reports["embed-0"])
     assert str(tmp_path / "embed") not in "\n".join(reports["chat-0"])

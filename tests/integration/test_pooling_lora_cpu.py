@@ -4,23 +4,22 @@ The test bed's vllm-cpu image (LLMFLEET_TEST_VLLM_IMAGE) serves:
 - the tiny BertModel embedding model of 41-tiny-pooling-model.sh (LLMFLEET_TEST_POOLING_MODEL_DIR) with the runner
   flags runner_args() decides from the image's own flag table; the openai_smoke module checks it by its kind
   (/v1/embeddings of the model's hidden size, /v1/score), and a chat request gets vLLM's 4xx;
+- its reranker (BertForSequenceClassification, LLMFLEET_TEST_RERANK_MODEL_DIR): scores;
 - the tiny Llama of 40-tiny-model.sh with its peft LoRA adapter (LLMFLEET_TEST_LORA_ADAPTER_DIRS) under the flags of
   lora_args(); the adapter answers chat by its own name. (The tiny Qwen3-MoE's adapter cannot run on this engine:
   tests/fixtures/vllm/lora-moe-cpu-0.32.0.log holds the engine's words.)
-Needs `make testbed`; two engine starts, 20-40 s each on an idle 2-core machine. Run under the Molecule lock.
+Needs `make testbed`; three engine starts, 20-40 s each on an idle 2-core machine. Run under the Molecule lock.
 """
 import json
 import os
 import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reliability_common import TOP, docker, load_env, local_image_id, module_result  # noqa: E402
+from reliability_common import (  # noqa: E402
+    TOP, docker, load_env, local_image_id, module_result, wait_container_healthy)
 
 sys.path.insert(0, os.path.join(TOP, "collections"))  # ansible_collections.llmfleet.vllm = this checkout
 
@@ -35,6 +34,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_args imp
 ENV = load_env()
 IMAGE = ENV.get("LLMFLEET_TEST_VLLM_IMAGE", "")
 POOLING_DIR = ENV.get("LLMFLEET_TEST_POOLING_MODEL_DIR", "")
+RERANK_DIR = ENV.get("LLMFLEET_TEST_RERANK_MODEL_DIR", "")
 ADAPTERS = dict(e.split("=", 1) for e in (ENV.get("LLMFLEET_TEST_LORA_ADAPTER_DIRS") or "").split(",") if "=" in e)
 ARCHS = dict(e.split("=", 1) for e in (ENV.get("LLMFLEET_TEST_ARCH_MODEL_DIRS") or "").split(",") if "=" in e)
 START_TIMEOUT_S = float(os.environ.get("LLMFLEET_TEST_VLLM_START_TIMEOUT", "600"))
@@ -65,20 +65,11 @@ def serve(mounts, argv):
     volumes = [x for host, path in mounts.items() for x in ("-v", "%s:%s:ro" % (host, path))]
     docker("run", "-d", "--name", name, "-p", "127.0.0.1:%d:8000" % port, "-e", "VLLM_ENABLE_V1_MULTIPROCESSING=0",
            *volumes, IMAGE, *argv)
-    base, started = "http://127.0.0.1:%d" % port, time.monotonic()
+    base = "http://127.0.0.1:%d" % port
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            running = docker("inspect", "-f", "{{.State.Running}}", name, check=False).stdout.strip()
-            if running != "true" or time.monotonic() - started > START_TIMEOUT_S:
-                logs = docker("logs", "--tail", "40", name, check=False)
-                pytest.fail("vllm-cpu did not become healthy:\n%s%s" % (logs.stdout, logs.stderr))
-            time.sleep(1)
+        failure = wait_container_healthy(base, name, START_TIMEOUT_S)
+        if failure:
+            pytest.fail(failure)
         yield base + "/v1", name
     finally:
         docker("rm", "-f", name, check=False)
@@ -106,7 +97,7 @@ def test_the_embedding_model_passes_the_smoke_test_of_its_kind(embedder, tmp_pat
 
 
 def test_score_on_the_embedding_model_and_a_wrong_size_is_refused(embedder, tmp_path):
-    base_url, _ = embedder
+    base_url = embedder[0]
     scored = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="emb", kind="score"), tmp_path)
     assert not scored.get("failed"), scored.get("msg")
     assert len(scored["scores"]) == 2 and all(isinstance(s, float) for s in scored["scores"])
@@ -116,9 +107,20 @@ def test_score_on_the_embedding_model_and_a_wrong_size_is_refused(embedder, tmp_
 
 
 def test_a_chat_smoke_test_of_the_embedding_model_fails_with_vllms_404(embedder, tmp_path):
-    base_url, _ = embedder
+    base_url = embedder[0]
     result = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="emb"), tmp_path)
     assert result.get("failed") and "/chat/completions answered HTTP 404" in result["msg"]
+
+
+@pytest.mark.skipif(not RERANK_DIR, reason="needs the tiny reranker of 41-tiny-pooling-model.sh")
+def test_a_reranker_scores_by_its_architecture(tmp_path):
+    argv = ["/models/rr", "--served-model-name", "rr"] + render_vllm_args(runner_args("pooling", None, image_table()))
+    for base_url, _name in serve({RERANK_DIR: "/models/rr"}, argv + FAST):
+        # deployed as a pooling model without convert (kind embed): its cross-encoder class makes it a score test
+        result = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="rr", kind="embed",
+                                                                  model_dir=RERANK_DIR), tmp_path)
+        assert not result.get("failed"), result.get("msg")
+        assert result["kind"] == "score" and len(result["scores"]) == 2 and result["chat_status"] == 404
 
 
 @pytest.mark.skipif(not (ADAPTERS.get("tiny-llama") and ARCHS.get("tiny-llama")),
@@ -129,7 +131,7 @@ def test_a_lora_adapter_is_served_by_its_own_name(tmp_path):
         rank = adapter_rank(json.load(handle))
     flags = lora_args([{"name": "sql", "path": "/adapters/sql", "rank": rank}], image_table())
     argv = ["/models/tiny", "--served-model-name", "tiny", "--kv-cache-memory-bytes", "64M"] + render_vllm_args(flags)
-    for base_url, _ in serve({ARCHS["tiny-llama"]: "/models/tiny", adapter_dir: "/adapters/sql"}, argv + FAST):
+    for base_url, _name in serve({ARCHS["tiny-llama"]: "/models/tiny", adapter_dir: "/adapters/sql"}, argv + FAST):
         result = module_result("llmfleet.vllm.openai_smoke", dict(base_url=base_url, model="sql", max_tokens=4),
                                tmp_path)
         assert not result.get("failed"), result.get("msg")

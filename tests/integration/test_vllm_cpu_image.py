@@ -8,10 +8,14 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 
 import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reliability_common import wait_container_healthy  # noqa: E402
 
 IMAGE = os.environ.get("LLMFLEET_TEST_VLLM_IMAGE")
 MODEL_DIR = os.environ.get("LLMFLEET_TEST_MODEL_DIR")
@@ -44,19 +48,9 @@ def server():
     base = "http://127.0.0.1:%d" % port
     started = time.monotonic()
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name],
-                                   capture_output=True, text=True, check=False).stdout.strip()
-            if state != "true" or time.monotonic() - started > START_TIMEOUT_S:
-                logs = subprocess.run(["docker", "logs", "--tail", "40", name], capture_output=True, text=True, check=False)
-                pytest.fail("vllm-cpu did not become healthy (running=%s):\n%s%s" % (state, logs.stdout, logs.stderr))
-            time.sleep(1)
+        failure = wait_container_healthy(base, name, START_TIMEOUT_S)
+        if failure:
+            pytest.fail(failure)
         startup_s = time.monotonic() - started
         print("vllm-cpu healthy after %.1f s" % startup_s)
         yield {"base": base, "name": name, "startup_s": startup_s}

@@ -98,12 +98,12 @@ def test_pooling_runner_and_lora_rank_checked_against_the_image(first_host, tmp_
     """runner: pooling needs the image's own spelling of the pooling runner (vLLM 0.32: --runner pooling, --convert);
     a value outside a flag's choices (--max-lora-rank 4) is refused before anything restarts."""
     seed = json.dumps(first_host["result"]["image_facts"])
-    missing, _ = check(tmp_path, "cache", seed=seed, runner="pooling", convert="embed", model="embedder")
+    missing = check(tmp_path, "cache", seed=seed, runner="pooling", convert="embed", model="embedder")[0]
     assert missing.get("failed")
     assert missing["runner_args"] == {"runner": "pooling", "convert": "embed"}
     assert "embedder: a model with runner: pooling needs --convert embed --runner pooling on " + IMAGE in missing["msg"]
-    good, _ = check(tmp_path, "cache", seed=seed, runner="pooling", convert="embed",
-                    args=ARGS + ["--runner", "pooling", "--convert", "embed"])
+    good = check(tmp_path, "cache", seed=seed, runner="pooling", convert="embed",
+                 args=ARGS + ["--runner", "pooling", "--convert", "embed"])[0]
     assert not good.get("failed"), good.get("msg")
-    rank, _ = check(tmp_path, "cache", seed=seed, args=ARGS + ["--enable-lora", "--max-lora-rank", "4"])
+    rank = check(tmp_path, "cache", seed=seed, args=ARGS + ["--enable-lora", "--max-lora-rank", "4"])[0]
     assert rank.get("failed") and "--max-lora-rank 4 is not accepted by %s (it takes 1, 8, 16," % IMAGE in rank["msg"]

@@ -76,6 +76,13 @@ def smoke_kind(runner="generate", convert=None):
     return "generate"
 
 
+def pooling_kind(config, kind="embed"):
+    """The test a pooling model gets: a cross-encoder (a *ForSequenceClassification class, a reranker) scores text
+    pairs whatever the deployment said; other pooling models keep ``kind``."""
+    archs = (config or {}).get("architectures") or []
+    return "score" if any(str(a).endswith("ForSequenceClassification") for a in archs) else kind
+
+
 def expected_embedding_size(config):
     """The length of the vectors /v1/embeddings returns for a model of this config.json: its hidden size (the text
     config's in a wrapper), as vLLM's embed pooler returns the last hidden state; None when the config has none."""
@@ -129,23 +136,21 @@ def chat_refusal_problem(status, model):
     return "A chat request to the pooling model %s got HTTP %d, not a client error (4xx)." % (model, status)
 
 
-def smoke_targets(serving, base_urls=None, model=None):
-    """What to smoke-test: [{base_url, model, kind, model_dir}], one per replica URL per served name (each model of
-    the deployment description, serving.json, and each of its LoRA adapters).  ``model`` given: only that name (the
-    model it is, or whose adapter it is, else the first model: a name the server may not list, which the smoke test
-    then diagnoses).  ``base_urls`` given: those URLs instead of the model's own.  A serving.json written before many
-    models (no ``models``): its top-level served name and URLs, as before."""
-    serving = serving or {}
-    entries = serving.get("models") or [{"name": serving.get("served_model_name"), "base_urls": serving.get(
-        "base_urls") or [], "runner": "generate"}]
+def smoke_targets(models, base_urls=None, model=None):
+    """What to smoke-test: [{base_url, model, kind, model_dir}], one per replica URL per served name: each of
+    ``models`` (the served models of serving.json: [{name, runner, convert, model_path, base_urls, adapters}]) and
+    each of its LoRA adapters, tested like its base model.  ``model`` given: only that name (the model it is, or
+    whose adapter it is, else the first model: a name the server may not list, which the smoke test then
+    diagnoses).  ``base_urls`` given: those URLs instead of the model's own."""
+    entries = list(models or []) or [{"name": model, "runner": "generate"}]
     if model:
         owner = [e for e in entries if model == e.get("name") or model in (e.get("adapters") or [])] or entries[:1]
         entries = [dict(owner[0], name=model, adapters=[])]
     targets = []
     for entry in entries:
-        # an adapter is served by its base model's runner, so it is tested the same way
         kind = smoke_kind(entry.get("runner") or "generate", entry.get("convert"))
         for name in [entry.get("name")] + list(entry.get("adapters") or []):
             for url in base_urls or entry.get("base_urls") or []:
-                targets.append({"base_url": url, "model": name, "kind": kind, "model_dir": entry.get("model_path")})
+                targets.append({"base_url": url, "model": name, "kind": kind,
+                                "model_dir": entry.get("model_path") or None})
     return targets

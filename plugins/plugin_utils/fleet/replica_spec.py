@@ -347,8 +347,9 @@ def _host_lists(out, host, ports):
     out["edge_members"] = [dict(m, model=r["model"]) for m, r in zip(SL.edge_members(plain, bind, out["port_offset"]), api)]
     out["watchdog_targets"] = SL.watchdog_targets(plain, out["health_base"], out["port_offset"], out["config_dir"])
     if out["many"]:
-        # Each replica is probed with its own model's name, by its kind (the one-model watchdog.json stays as it was).
-        out["watchdog_targets"] = [dict(t, model=r["model"], runner=r["runner"])
+        # Each replica is probed with its own model's name, by its kind, and never restarted while a co-tenant of
+        # its GPUs (re)starts (the one-model watchdog.json stays as it was).
+        out["watchdog_targets"] = [dict(t, model=r["model"], runner=r["runner"], gpus=r["gpus"])
                                    for t, r in zip(out["watchdog_targets"], api)]
     out["directories"] = _directories(out, str(host.get("watchdog_textfile_dir") or ""))
     # The flags and environment the image is checked against (the first model's).

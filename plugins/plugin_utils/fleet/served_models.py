@@ -74,9 +74,22 @@ def _single_model(member, model):
     return dict(member, serving=serving)
 
 
+def _metrics_port(members, backend):
+    """{metrics_port}: where Prometheus reads a replica's /metrics on a host of several models behind its edge: the
+    edge's one client port (its model's URL), as GET /metrics?replica=<instance>; {} without an edge (the replica's
+    own port)."""
+    member = next(m for m in members if m.get("host") == backend["host"])
+    serving = member["serving"]
+    urls = serving.get("base_urls") or []
+    if not serving.get("edge") or not urls:
+        return {}
+    return {"metrics_port": fleet.parse_url(urls[0])[1] or backend["port"]}
+
+
 def model_backends(members):
     """Every replica of every model of the serving hosts, as fleet.fleet_backends returns them, each with `model`
-    (its served name) when its host lists `models`. Without any host listing `models`: fleet_backends itself,
+    (its served name) when its host lists `models`, and `metrics_port` when its host's edge serves its /metrics
+    (_metrics_port). Without any host listing `models`: fleet_backends itself,
     unchanged (one model per fleet). Raises fleet.FleetError as fleet_backends does."""
     members = list(members or [])
     if not any(isinstance(m.get("serving"), dict) and m["serving"].get("models") for m in members):
@@ -92,6 +105,7 @@ def model_backends(members):
     for name, model_members in by_model.items():
         for backend in fleet.fleet_backends(model_members):
             backend["model"] = name
+            backend.update(_metrics_port(model_members, backend))
             backends.append(backend)
     claimed = {}
     for backend in backends:
@@ -105,10 +119,17 @@ def model_backends(members):
 
 def prometheus_model_targets(backends):
     """Prometheus static_configs for the replicas' /metrics (fleet.prometheus_vllm_targets), each group labelled
-    `model` too when its backend carries one (a host of several models). vLLM's own series carry model_name."""
+    `model` too when its backend carries one (a host of several models). vLLM's own series carry model_name.
+
+    A replica behind an edge of several models is read on the edge's one port as /metrics?replica=<instance>
+    (Prometheus' __param_replica target label); its `instance` label is then its server name, <host>-<replica>,
+    since the address is its host's for every replica there."""
     backends = list(backends or [])
     groups = fleet.prometheus_vllm_targets(backends)
     for group, backend in zip(groups, backends):
         if backend.get("model"):
             group["labels"]["model"] = backend["model"]
+        if backend.get("metrics_port"):
+            group["targets"] = [fleet.address_port(backend["address"], backend["metrics_port"])]
+            group["labels"].update({"instance": backend["name"], "__param_replica": backend["replica"]})
     return groups

@@ -28,9 +28,9 @@ def _dims(config):
     except (KeyError, TypeError, ValueError):
         raise PlanError("LoRA memory needs hidden_size, num_hidden_layers and num_attention_heads in config.json")
     head_dim = int(text.get("head_dim") or h // heads)
+    experts = int(text.get("num_experts") or text.get("n_routed_experts") or 0)
     return dict(h=h, layers=layers, q=heads * head_dim, kv=int(text.get("num_key_value_heads") or heads) * head_dim,
-                inter=int(text.get("intermediate_size") or 4 * h), experts=int(text.get("num_experts")
-                                                                                 or text.get("n_routed_experts") or 0),
+                inter=int(text.get("intermediate_size") or 4 * h), experts=experts,
                 moe_inter=int(text.get("moe_intermediate_size") or 0),
                 shared=int(text.get("shared_expert_intermediate_size") or 0))
 

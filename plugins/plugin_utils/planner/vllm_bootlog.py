@@ -46,8 +46,8 @@ _PATTERNS = {
 }
 _ENGINE = re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: (.*)$")
 _ENGINE_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_seq_len",
-                "quantization", "enforce_eager", "kv_cache_dtype", "enable_prefix_caching", "dtype",
-                "speculative_config")
+                "quantization", "enforce_eager", "kv_cache_dtype", "enable_prefix_caching", "enable_chunked_prefill",
+                "dtype", "speculative_config")
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 _PROBE = re.compile(r"PROBE_JSON (\{.*\})\s*$")
 
@@ -79,7 +79,7 @@ def parse_boot_log(text):
     """Parse a vLLM boot log.  Returns a dict with, where the log has them:
 
     vllm_version (str), engine ({tensor_parallel_size, max_seq_len, quantization, enforce_eager, kv_cache_dtype,
-    enable_prefix_caching, dtype, speculative_config}), args (the 'non-default args' dict), model_loading_gib,
+    enable_prefix_caching, enable_chunked_prefill, dtype, speculative_config}), args (the 'non-default args' dict), model_loading_gib,
     attention_block_size, state_page_padding_pct, mamba_cache_mode, cudagraph_estimate_gib,
     available_kv_cache_gib (the smallest over the ranks that logged it), available_kv_cache_bytes (from the
     GiB figure, or exact from a PROBE_JSON line of the tests/device harness), kv_cache_tokens,

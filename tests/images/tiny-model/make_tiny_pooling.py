@@ -9,6 +9,8 @@ bert   an embedding model of a real architecture vLLM serves on its pooling runn
        CLS pooling), with the keys of microsoft/xtremedistil-l12-h384-uncased's published config.json
        (tests/fixtures/model_configs/microsoft--xtremedistil-l12-h384-uncased.json) at tiny sizes; hidden size
        HIDDEN, so /v1/embeddings returns vectors of HIDDEN numbers.
+rerank a reranker (cross-encoder) of the same shape: BertForSequenceClassification with one label, which vLLM serves
+       on its pooling runner for /v1/score and /v1/rerank.
 lora   a LoRA adapter for the tiny Qwen3-MoE (make_tiny_model.py) made with peft: rank LORA_RANK on the attention
        projections, random weights (init_lora_weights=False, seeded), saved as peft saves it (adapter_config.json,
        adapter_model.safetensors).
@@ -35,15 +37,17 @@ LORA_RANK = 8
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 
 
-def make_bert(out):
-    from transformers import AutoConfig, BertConfig, BertModel
+def make_bert(out, rerank=False):
+    from transformers import AutoConfig, BertConfig, BertForSequenceClassification, BertModel
 
     torch.manual_seed(base.SEED)
     tokenizer = base.build_tokenizer()
     pad = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = BertConfig(**BERT_CONFIG, pad_token_id=pad)
-    config.architectures = ["BertModel"]
-    model = BertModel(config, add_pooling_layer=False).to(torch.float32)
+    config = BertConfig(**BERT_CONFIG, pad_token_id=pad, num_labels=1 if rerank else 2)
+    arch = "BertForSequenceClassification" if rerank else "BertModel"
+    config.architectures = [arch]
+    model = (BertForSequenceClassification(config) if rerank else BertModel(config, add_pooling_layer=False))
+    model = model.to(torch.float32)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     cfg = json.loads((out / "config.json").read_text())
@@ -51,10 +55,9 @@ def make_bert(out):
     (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     (out / "chat_template.jinja").unlink(missing_ok=True)
     back = AutoConfig.from_pretrained(out)
-    if back.architectures != ["BertModel"] or back.hidden_size != HIDDEN:
+    if back.architectures != [arch] or back.hidden_size != HIDDEN:
         sys.exit("make_tiny_pooling bert: config reads back as %r / %r" % (back.architectures, back.hidden_size))
-    BertModel.from_pretrained(out, add_pooling_layer=False)
-    return {"arch": "BertModel", "hidden_size": HIDDEN, "parameters": sum(p.numel() for p in model.parameters())}
+    return {"arch": arch, "hidden_size": HIDDEN, "parameters": sum(p.numel() for p in model.parameters())}
 
 
 def make_lora(out, base_dir, base_name):
@@ -80,12 +83,12 @@ def make_lora(out, base_dir, base_name):
 def main(kind, out, base_dir=None, base_name=None):
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if kind == "bert":
-        made = make_bert(out)
+    if kind in ("bert", "rerank"):
+        made = make_bert(out, rerank=kind == "rerank")
     elif kind == "lora" and base_dir and base_name:
         made = make_lora(out, base_dir, base_name)
     else:
-        sys.exit("usage: make_tiny_pooling.py bert OUT_DIR | lora OUT_DIR BASE_MODEL_DIR BASE_REPO_ID")
+        sys.exit("usage: make_tiny_pooling.py bert|rerank OUT_DIR | lora OUT_DIR BASE_MODEL_DIR BASE_REPO_ID")
     for path in out.iterdir():
         path.chmod(0o644)
     made["files"] = sorted(os.listdir(out))

@@ -2,13 +2,14 @@
 # Test-bed step (issue #39 items 5 and 6): the tiny models of the pooling runner and of LoRA, made by
 # tests/images/tiny-model/make_tiny_pooling.py inside the vllm-cpu image (the host venv has no torch):
 #   .cache/models/tiny-bert           BertModel embedding model (vLLM's pooling runner; /v1/embeddings: 128 numbers)
+#   .cache/models/tiny-bert-rerank    BertForSequenceClassification reranker, one label (/v1/score, /v1/rerank)
 #   .cache/models/tiny-qwen3-moe-lora peft LoRA adapter (rank 8, random) for the tiny Qwen3-MoE of 40-tiny-model.sh;
 #                                     the CPU engine loads it but cannot run MoE LoRA (tests/fixtures/vllm/
 #                                     lora-moe-cpu-0.32.0.log), so the test bed serves LoRA on:
 #   .cache/models/tiny-llama-lora     the same adapter recipe for the dense tiny Llama of 40-tiny-model.sh
 # peft and accelerate (pure Python, not in the image) come as wheels from PyPI into .cache/wheelhouse-peft, put on the
 # container's PYTHONPATH. Each output is cached by its scripts' hash, the base model's stamp and the image.
-# Appends LLMFLEET_TEST_POOLING_MODEL_DIR, LLMFLEET_TEST_LORA_ADAPTER_DIRS (<name>=<dir>,...: the adapter for each
+# Appends LLMFLEET_TEST_POOLING_MODEL_DIR, LLMFLEET_TEST_RERANK_MODEL_DIR, LLMFLEET_TEST_LORA_ADAPTER_DIRS (<name>=<dir>,...: the adapter for each
 # base, name tiny-qwen3-moe / tiny-llama) and LLMFLEET_TEST_EXTRA_MODEL_DIRS (<name>=<dir>,..., which
 # 50-hub-mirrors.sh publishes as llmfleet-test/<name>).
 # Usage: 41-tiny-pooling-model.sh ENV_FILE
@@ -48,10 +49,12 @@ base_moe=$(grep '^LLMFLEET_TEST_MODEL_DIR=' "$env_file" | tail -1 | cut -d= -f2-
 base_moe=${base_moe:-$models/tiny-qwen3-moe}
 base_llama="$models/tiny-llama"
 generate "$models/tiny-bert" bert
+generate "$models/tiny-bert-rerank" rerank
 generate "$models/tiny-qwen3-moe-lora" lora "$base_moe"
 generate "$models/tiny-llama-lora" lora "$base_llama"
 {
   echo "LLMFLEET_TEST_POOLING_MODEL_DIR=$models/tiny-bert"
+  echo "LLMFLEET_TEST_RERANK_MODEL_DIR=$models/tiny-bert-rerank"
   echo "LLMFLEET_TEST_LORA_ADAPTER_DIRS=tiny-qwen3-moe=$models/tiny-qwen3-moe-lora,tiny-llama=$models/tiny-llama-lora"
-  echo "LLMFLEET_TEST_EXTRA_MODEL_DIRS=tiny-bert=$models/tiny-bert,tiny-qwen3-moe-lora=$models/tiny-qwen3-moe-lora,tiny-llama-lora=$models/tiny-llama-lora"
+  echo "LLMFLEET_TEST_EXTRA_MODEL_DIRS=tiny-bert=$models/tiny-bert,tiny-bert-rerank=$models/tiny-bert-rerank,tiny-qwen3-moe-lora=$models/tiny-qwen3-moe-lora,tiny-llama-lora=$models/tiny-llama-lora"
 } >> "$env_file"

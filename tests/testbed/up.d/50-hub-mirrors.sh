@@ -35,23 +35,21 @@ if [ -z "$model" ] || [ ! -f "$model/config.json" ]; then
 fi
 arch_dirs=$(grep '^LLMFLEET_TEST_ARCH_MODEL_DIRS=' "$env_file" | tail -1 | cut -d= -f2- || true)
 extra_dirs=$(grep '^LLMFLEET_TEST_EXTRA_MODEL_DIRS=' "$env_file" | tail -1 | cut -d= -f2- || true)
+publish_list() {  # publish_list NAME=DIR,... LIST_FILE: each as llmfleet-test/<name>; LIST_FILE gets <repo>@<commit> lines
+  : > "$2"
+  for entry in $(echo "$1" | tr ',' ' '); do
+    name=${entry%%=*}
+    echo "llmfleet-test/$name@$("$py" "$top/tests/testbed/hub_repo.py" publish "${entry#*=}" "$state/root" "llmfleet-test/$name")" \
+      >> "$2"
+  done
+}
 # Rebuild the repos only when a model's files changed.
 stamp=$(for d in "$model" $(echo "$arch_dirs,$extra_dirs" | tr ',' '\n' | cut -d= -f2-); do
           (cd "$d" && find . -type f -printf "$d %P %s %T@\n"); done | LC_ALL=C sort | sha256sum | cut -c1-16)
 if [ "$(cat "$state/repo.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$state/root/models/$repo/.git" ]; then
   "$py" "$top/tests/testbed/hub_repo.py" publish "$model" "$state/root" "$repo" > "$state/commit"
-  : > "$state/arch-repos"
-  for entry in $(echo "$arch_dirs" | tr ',' ' '); do
-    name=${entry%%=*}
-    echo "llmfleet-test/$name@$("$py" "$top/tests/testbed/hub_repo.py" publish "${entry#*=}" "$state/root" "llmfleet-test/$name")" \
-      >> "$state/arch-repos"
-  done
-  : > "$state/extra-repos"
-  for entry in $(echo "$extra_dirs" | tr ',' ' '); do
-    name=${entry%%=*}
-    echo "llmfleet-test/$name@$("$py" "$top/tests/testbed/hub_repo.py" publish "${entry#*=}" "$state/root" "llmfleet-test/$name")" \
-      >> "$state/extra-repos"
-  done
+  publish_list "$arch_dirs" "$state/arch-repos"
+  publish_list "$extra_dirs" "$state/extra-repos"
   echo "$stamp" > "$state/repo.stamp"
   for pidf in "$state"/*.pid; do [ -e "$pidf" ] && kill "$(cat "$pidf")" 2>/dev/null || true; rm -f "$pidf"; done
   sleep 1

@@ -78,7 +78,7 @@ def test_promtool_accepts_the_rules_and_their_unit_tests_pass(tmp_path):
 def model_host(host, address, models):
     described = [{"name": name, "runner": "generate", "model_path": "/srv/llmfleet/models/" + name,
                   "replicas": [{"name": "%s-0" % name, "port": port, "gpus": [0]}],
-                  "base_urls": ["http://%s:%d/v1" % (address, port)], "adapters": []} for name, port in models]
+                  "base_urls": ["http://%s:8000/v1" % address], "adapters": []} for name, port in models]
     return {"host": host, "address": address,
             "serving": {"served_model_name": described[0]["name"], "bind_address": address, "edge": True,
                         "replicas": described[0]["replicas"], "base_urls": described[0]["base_urls"],
@@ -94,9 +94,10 @@ def test_each_model_s_replicas_are_scraped_with_their_model():
     backends = model_backends([model_host("gpu1", "10.0.0.1", [("chat", 8001), ("embed", 8002)]),
                                model_host("gpu2", "10.0.0.2", [("chat", 8001)])])
     vllm = next(job for job in scrape_config(backends)["scrape_configs"] if job["job_name"] == "vllm")
-    assert [(g["targets"], g["labels"]["model"], g["labels"]["replica"]) for g in vllm["static_configs"]] == [
-        (["10.0.0.1:8001"], "chat", "chat-0"), (["10.0.0.2:8001"], "chat", "chat-0"),
-        (["10.0.0.1:8002"], "embed", "embed-0")]
+    # Each replica through its host's edge (one port), named in the query: /metrics?replica=<instance>.
+    assert [(g["targets"], g["labels"]["model"], g["labels"]["__param_replica"]) for g in vllm["static_configs"]] == [
+        (["10.0.0.1:8000"], "chat", "chat-0"), (["10.0.0.2:8000"], "chat", "chat-0"),
+        (["10.0.0.1:8000"], "embed", "embed-0")]
 
 
 @needs_promtool

@@ -9,6 +9,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.serving.openai_smoke
     expected_embedding_size,
     model_name_diagnosis,
     parse_sse_line,
+    pooling_kind,
     score_problem,
     served_model_ids,
     smoke_kind,
@@ -63,6 +64,12 @@ def test_the_kind_follows_runner_and_convert():
     assert smoke_kind("pooling", "classify") == "score"
 
 
+def test_a_cross_encoder_is_scored_whatever_the_deployment_said():
+    assert pooling_kind({"architectures": ["XLMRobertaForSequenceClassification"]}) == "score"
+    assert pooling_kind({"architectures": ["BertModel"]}) == "embed"
+    assert pooling_kind(None, "score") == "score" and pooling_kind({}) == "embed"
+
+
 def test_expected_embedding_size_is_the_published_hidden_size():
     # microsoft/xtremedistil-l12-h384-uncased (BertModel) and Qwen/Qwen3-1.7B (Qwen3ForCausalLM, the class of the
     # Qwen3-Embedding models), as published (tests/fixtures/model_configs/SOURCES.md)
@@ -96,37 +103,31 @@ def test_a_chat_to_a_pooling_model_must_get_a_4xx():
     assert "hang" in chat_refusal_problem(None, "emb")
 
 
-SERVING = {
-    "served_model_name": "chat", "base_urls": ["http://127.0.0.1:8000/v1"],
-    "models": [
-        {"name": "chat", "runner": "generate", "model_path": "/srv/m/chat", "adapters": ["sql"],
-         "base_urls": ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]},
-        {"name": "emb", "runner": "pooling", "model_path": "/srv/m/emb", "adapters": [],
-         "base_urls": ["http://127.0.0.1:8003/v1"]},
-        {"name": "rerank", "runner": "pooling", "convert": "classify", "model_path": "/srv/m/rr",
-         "base_urls": ["http://127.0.0.1:8004/v1"]},
-    ],
-}
+MODELS = [
+    {"name": "chat", "runner": "generate", "model_path": "/srv/m/chat", "adapters": ["sql"],
+     "base_urls": ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]},
+    {"name": "emb", "runner": "pooling", "model_path": "/srv/m/emb", "adapters": [],
+     "base_urls": ["http://127.0.0.1:8003/v1"]},
+    {"name": "rerank", "runner": "pooling", "convert": "classify", "model_path": "/srv/m/rr",
+     "base_urls": ["http://127.0.0.1:8004/v1"]},
+]
 
 
 def test_every_model_and_adapter_is_tested_by_its_kind_on_each_replica():
-    got = [(t["model"], t["kind"], t["base_url"][-7:-3], t["model_dir"]) for t in smoke_targets(SERVING)]
+    got = [(t["model"], t["kind"], t["base_url"][-7:-3], t["model_dir"]) for t in smoke_targets(MODELS)]
     assert got == [("chat", "generate", "8001", "/srv/m/chat"), ("chat", "generate", "8002", "/srv/m/chat"),
                    ("sql", "generate", "8001", "/srv/m/chat"), ("sql", "generate", "8002", "/srv/m/chat"),
                    ("emb", "embed", "8003", "/srv/m/emb"), ("rerank", "score", "8004", "/srv/m/rr")]
 
 
 def test_one_named_model_or_adapter_only():
-    assert [(t["model"], t["kind"]) for t in smoke_targets(SERVING, model="emb")] == [("emb", "embed")]
-    assert [t["model"] for t in smoke_targets(SERVING, model="sql")] == ["sql", "sql"]
+    assert [(t["model"], t["kind"]) for t in smoke_targets(MODELS, model="emb")] == [("emb", "embed")]
+    assert [t["model"] for t in smoke_targets(MODELS, model="sql")] == ["sql", "sql"]
     urls = ["http://10.0.0.1:8000/v1"]
-    assert smoke_targets(SERVING, base_urls=urls, model="emb") == [
+    assert smoke_targets(MODELS, base_urls=urls, model="emb") == [
         {"base_url": urls[0], "model": "emb", "kind": "embed", "model_dir": "/srv/m/emb"}]
 
 
-def test_a_serving_file_before_many_models_and_explicit_inputs_keep_todays_test():
-    old = {"served_model_name": "tiny", "base_urls": ["http://127.0.0.1:8000/v1"]}
-    assert smoke_targets(old) == [{"base_url": "http://127.0.0.1:8000/v1", "model": "tiny", "kind": "generate",
-                                   "model_dir": None}]
-    assert smoke_targets({}, base_urls=["http://h:1/v1"], model="x") == [
+def test_explicit_inputs_without_a_description_keep_todays_test():
+    assert smoke_targets([], base_urls=["http://h:1/v1"], model="x") == [
         {"base_url": "http://h:1/v1", "model": "x", "kind": "generate", "model_dir": None}]

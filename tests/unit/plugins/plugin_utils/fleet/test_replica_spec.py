@@ -202,7 +202,8 @@ def test_many_models_each_get_their_own_units_ports_flags_and_runner():
     assert [m["name"] for m in spec["models_described"]] == ["qwen", "emb"]
     assert spec["models_described"][1]["replicas"] == [{"name": "emb-0", "port": 8002, "gpus": []}]
     assert [m["model"] for m in spec["edge_members"]] == ["qwen", "emb"]
-    assert [(t["model"], t["runner"]) for t in spec["watchdog_targets"]] == [("qwen", "generate"), ("emb", "pooling")]
+    assert [(t["model"], t["runner"], t["gpus"]) for t in spec["watchdog_targets"]] == [
+        ("qwen", "generate", []), ("emb", "pooling", [])]
 
 
 def test_the_shorthand_keeps_its_replicas_and_records_no_port():

@@ -12,15 +12,17 @@ ONE_MODEL = {
 }
 
 
-def many(address="10.0.0.1", names=("chat", "embed")):
+def many(address="10.0.0.1", names=("chat", "embed"), edge=True):
+    """serving.json of a host of several models as vllm_server writes it: behind an edge every model's URL is the
+    edge's one client port (8000); without one, each replica's own."""
     models = [{"name": name, "runner": "pooling" if name == "embed" else "generate",
                "model_path": "/srv/llmfleet/models/%s" % name,
                "replicas": [{"name": "%s-0" % name, "port": 8001 + i, "gpus": [i]}],
-               "base_urls": ["http://%s:%d/v1" % (address, 8001 + i)], "adapters": []}
+               "base_urls": ["http://%s:%d/v1" % (address, 8000 if edge else 8001 + i)], "adapters": []}
               for i, name in enumerate(names)]
     first = models[0]
     return {"served_model_name": first["name"], "model_path": first["model_path"], "image": "vllm@sha256:1",
-            "edge": True, "bind_address": address, "replicas": first["replicas"], "base_urls": first["base_urls"],
+            "edge": edge, "bind_address": address, "replicas": first["replicas"], "base_urls": first["base_urls"],
             "models": models}
 
 
@@ -37,7 +39,7 @@ def test_the_view_of_one_model_puts_its_replicas_and_path_at_the_top():
     assert view["served_model_name"] == "embed"
     assert view["model_path"] == "/srv/llmfleet/models/embed"
     assert [r["name"] for r in view["replicas"]] == ["embed-0"]
-    assert view["base_urls"] == ["http://10.0.0.1:8002/v1"]
+    assert view["base_urls"] == ["http://10.0.0.1:8000/v1"]
     assert view["runner"] == "pooling"
     # The rest of the host's description stays (the image the bench client runs, the edge).
     assert view["image"] == "vllm@sha256:1" and view["edge"] is True
@@ -72,8 +74,18 @@ def test_every_model_of_every_host_is_a_backend_labelled_with_its_model():
         ("chat", "gpu1-chat-0", "10.0.0.1", 8001), ("chat", "gpu2-chat-0", "10.0.0.2", 8001),
         ("embed", "gpu1-embed-0", "10.0.0.1", 8002)]
     targets = SM.prometheus_model_targets(backends)
-    assert targets[2] == {"targets": ["10.0.0.1:8002"],
-                          "labels": {"host": "gpu1", "replica": "embed-0", "server": "gpu1-embed-0", "model": "embed"}}
+    # Behind the edge of several models: its one port, the replica named in the query (?replica=embed-0).
+    assert targets[2] == {"targets": ["10.0.0.1:8000"],
+                          "labels": {"host": "gpu1", "replica": "embed-0", "server": "gpu1-embed-0", "model": "embed",
+                                     "instance": "gpu1-embed-0", "__param_replica": "embed-0"}}
+
+
+def test_without_an_edge_each_replica_is_scraped_on_its_own_port():
+    targets = SM.prometheus_model_targets(SM.model_backends([{"host": "gpu1", "address": "10.0.0.1",
+                                                              "serving": many(edge=False)}]))
+    assert [(t["targets"], t["labels"]["model"]) for t in targets] == [
+        (["10.0.0.1:8001"], "chat"), (["10.0.0.1:8002"], "embed")]
+    assert not any("__param_replica" in t["labels"] or "instance" in t["labels"] for t in targets)
 
 
 def test_a_host_of_one_model_beside_hosts_of_several_keeps_its_model():

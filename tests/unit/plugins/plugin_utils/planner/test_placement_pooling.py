@@ -19,9 +19,8 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 def _config(repo):
-    folder, _, name = repo.rpartition("/")  # pooling/<org>/<name>: the pooling fixtures' folder
-    folder, _, org = folder.rpartition("/")
-    with open(os.path.join(CONFIGS, folder, org + "--" + name + ".json")) as fh:
+    parts = repo.split("/")  # [pooling/]<org>/<name>: the pooling fixtures have a folder of their own
+    with open(os.path.join(CONFIGS, *parts[:-2] + ["--".join(parts[-2:]) + ".json"])) as fh:
         return json.load(fh)
 
 

