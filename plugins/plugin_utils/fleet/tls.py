@@ -132,7 +132,7 @@ def ca_rotation(phase, present):
     promote = phase == "finish" and has_next
     has_previous = (bool(present.get("previous")) or promote) and phase != "end"
     has_next = has_next and not promote
+    trusted = {"current": True, "next": has_next, "previous": has_previous}
     return {"make": [""] + (["next"] if has_next else []), "promote": promote,
             "drop_previous": phase == "end" and bool(present.get("previous")),
-            "bundle": [CA_FILES[name] for name, held in (("current", True), ("next", has_next),
-                                                          ("previous", has_previous)) if held]}
+            "bundle": [CA_FILES[name] for name in ("current", "next", "previous") if trusted[name]]}
