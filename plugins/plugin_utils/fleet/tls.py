@@ -62,11 +62,15 @@ def _client_gate(settings, ca_file):
     """Mutual TLS on an edge (settings.verify_clients): the bind asks for a client certificate signed by the CA (a
     certificate that does not verify fails the handshake), and a request from off the host without one is refused
     before its body is read. Loopback stays open to the host's own clients (the smoke test, the completion gate,
-    the watchdog), which hold no client certificate: whoever can dial loopback is on the host already."""
+    the watchdog), which hold no client certificate: whoever can dial loopback is on the host already. So does the
+    edge's own bind address (settings.local_addresses) where it is one address, not a wildcard: those clients dial it,
+    and a connection from the host to its own address comes from that address."""
     if not settings.get("verify_clients"):
         return "", []
+    own = [str(a).strip("[]") for a in settings.get("local_addresses") or [] if _is_address(a)]
+    own = [a for a in own if not ipaddress.ip_address(a).is_unspecified and a not in LOOPBACK]
     return (" verify optional ca-file %s" % ca_file,
-            ["http-request deny deny_status 403 if !{ ssl_c_used } !{ src %s }" % " ".join(LOOPBACK)])
+            ["http-request deny deny_status 403 if !{ ssl_c_used } !{ src %s }" % " ".join(LOOPBACK + tuple(own))])
 
 
 def _server_addresses(backend):

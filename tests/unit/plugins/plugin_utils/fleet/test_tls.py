@@ -60,6 +60,11 @@ def test_mutual_tls_an_edge_refuses_a_client_off_the_host_without_a_certificate_
     # The host's own clients (loopback: the smoke test, the gate) hold no certificate and keep working.
     assert tls["client_gate"] == ["http-request deny deny_status 403 if !{ ssl_c_used } !{ src 127.0.0.0/8 ::1 }"]
     assert " crt " not in tls["server"]
+    # An edge bound to one address: the host's own clients dial that address, from that address; a wildcard adds none.
+    for bind, allowed in (("10.0.0.5", "127.0.0.0/8 ::1 10.0.0.5"), ("[fd00::5]", "127.0.0.0/8 ::1 fd00::5"),
+                          ("0.0.0.0", "127.0.0.0/8 ::1"), ("::", "127.0.0.0/8 ::1")):
+        gate = haproxy_tls([], dict(ON, verify_clients=True, local_addresses=[bind]))["client_gate"]
+        assert gate == ["http-request deny deny_status 403 if !{ ssl_c_used } !{ src %s }" % allowed], bind
 
 
 def test_without_mutual_tls_nothing_asks_for_or_presents_a_client_certificate():
