@@ -23,8 +23,9 @@ export LLMFLEET_DIAG_CASE_TIMEOUT ?= 240
 # Molecule scenarios run by `make test`, in this order (the end-to-end spine last: it is the longest).
 # `fleet` (3 hosts, two full deployments and rolling upgrades) runs in `make test-full`, with the
 # full-deployment fault and secrets-audit tests (LLMFLEET_FULL=1): together they double the suite's time.
-SCENARIOS ?= $(shell ls -d molecule/*/ 2>/dev/null | xargs -rn1 basename | grep -vx 'default\|fleet\|multinode') $(if $(wildcard molecule/default),default)
-FULL_SCENARIOS ?= fleet multinode
+# `many_models` (one host serving several models, re-run, add, remove, upgrade one) runs there too: ~13 minutes.
+SCENARIOS ?= $(shell ls -d molecule/*/ 2>/dev/null | xargs -rn1 basename | grep -vx 'default\|fleet\|multinode\|many_models') $(if $(wildcard molecule/default),default)
+FULL_SCENARIOS ?= fleet multinode many_models
 # The host-layer scenarios run again over each further distribution (a test-bed image recipe under tests/images/),
 # with the host image as the distro variable (MOLECULE_HOST_IMAGE), as geerlingguy's roles do with MOLECULE_DISTRO.
 HOST_SCENARIOS ?= docker_engine nvidia_container_toolkit nvidia_driver

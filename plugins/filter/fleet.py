@@ -39,14 +39,14 @@ def fleet_server_name_for(replica, host):
     return fleet.server_name(host, replica)
 
 
-def fleet_drain_targets(serving, host, backend, by_model=False):
+def fleet_drain_targets(serving, host, backend, by_model=False, models=None):
     """[{backend, server}] a drain takes out of each balancer for host (serving: its serving.json)."""
-    return fleet.drain_targets(serving, host, str(backend), bool(by_model))
+    return fleet.drain_targets(serving, host, str(backend), bool(by_model), list(models or []))
 
 
-def fleet_drain_replicas(serving):
-    """The replicas of a serving.json a drain waits for, each once (with many models, every model's)."""
-    return fleet.drain_replicas(serving)
+def fleet_drain_replicas(serving, models=None):
+    """The replicas of a serving.json a drain waits for, each once (with many models, every model's, or models')."""
+    return fleet.drain_replicas(serving, list(models or []))
 
 
 def fleet_address_port(address, port):

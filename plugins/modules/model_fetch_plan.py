@@ -38,7 +38,7 @@ options:
         type: path
         required: true
       kind:
-        description: C(model) or C(adapter) (M(llmfleet.vllm.model_fetch#module:kind)).
+        description: C(model) or C(adapter) (O(llmfleet.vllm.model_fetch#module:kind)).
         type: str
         choices: [model, adapter]
         default: model
@@ -150,7 +150,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.weights.fetch_place 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.weights.fetch_plans import plan_items, read_state_files
 
 ITEM_SPEC = dict(
-    key=dict(type="str", required=True),
+    key=dict(type="str", required=True, no_log=False),  # a served name, not a secret
     dest=dict(type="path", required=True),
     kind=dict(type="str", choices=["model", "adapter"], default="model"),
     upload=dict(type="bool", default=False),

@@ -86,6 +86,11 @@ options:
         C(cpu_args) (the CPU engine's plan flags: C(kv-cache-memory-bytes), C(max-model-len)), C(recorded_ports)
         (the host's port record, {instance: port}), C(first_port) (where new instances' ports start) and C(edge_port)
         (with the edge, its one client port that routes by model: every replica's base URL)."
+      - "C(adapter_paths) ({model: {adapter: host directory}}, model_weights_adapter_paths) and C(adapter_configs)
+        ({path: text}, each adapter's adapter_config.json as read on the host) serve an entry's C(adapters) with
+        C(--enable-lora) and C(--lora-modules), mounted read-only under C(/adapters/<name>); C(flag_cache_dir) (the
+        controller's flag cache, vllm_server_flag_cache_controller_dir) gives the pinned image's flag table, so the
+        runner and LoRA flags are spelled as the image spells them (vLLM 0.10.0's spelling while it is not kept yet)."
     type: dict
     default: {}
     version_added: 1.1.0

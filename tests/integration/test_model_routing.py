@@ -25,7 +25,8 @@ TOP = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(TOP / "collections"))
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.haproxy_config import (  # noqa: E402
-    balancer_config, balancer_route_files, edge_config, edge_route_files)
+    api_key_file, balancer_config, balancer_route_files, edge_config, edge_route_files)
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.tls import haproxy_tls  # noqa: E402
 
 ROLE = TOP / "roles" / "loadbalancer"
 MAX_BODY = 262144
@@ -43,6 +44,8 @@ def role_values(**overrides):
     with open(ROLE / "defaults" / "main.yml") as fh:
         values = yaml.safe_load(fh)
     values.update(ansible_managed="Ansible managed", inventory_hostname="testhost", loadbalancer_serving_group="gpu_nodes")
+    # Plain HTTP here (TLS is tested apart).
+    values["__loadbalancer_tls"] = haproxy_tls([], {"enabled": False, "pem": "", "ca_file": ""})
     values.update(overrides)
     return values
 
@@ -81,8 +84,11 @@ def edge_setup(tmp):
     values = role_values(loadbalancer_edge_admin_socket="/tmp/edge.sock", loadbalancer_check_interval_ms=500)
     values["__loadbalancer_edge"] = edge_config(EDGE_MEMBERS, settings)
     (tmp / "edge.cfg").write_text(render("edge.cfg.j2", values))
+    # The keys for every model (the replicas' own), which the replicas' own ports check for /metrics.
+    (tmp / "keys.lst").write_text(api_key_file([REPLICA_KEY], "test"))
     for entry in edge_route_files(EDGE_MEMBERS, settings):
         (tmp / Path(entry["path"]).name).write_text(entry["content"])
+
 
 # The balancer: model alpha on hosts h1 and h2, beta on h1 only; each host's "edge" is a stand-in.
 FLEET = [
@@ -111,6 +117,7 @@ def balancer_setup(tmp):
     for entry in balancer_route_files(FLEET, settings):
         (tmp / Path(entry["path"]).name).write_text(entry["content"])
 
+
 @pytest.fixture(scope="module")
 def proxies(tmp_path_factory):
     """One container: the stand-ins, the edge (port 8000) and the balancer (port 8080)."""
@@ -126,16 +133,17 @@ def proxies(tmp_path_factory):
               "haproxy -c -f /cfg/edge.cfg && haproxy -c -f /cfg/haproxy.cfg || exit 3; "
               "haproxy -db -f /cfg/edge.cfg & exec haproxy -db -f /cfg/haproxy.cfg")
     subprocess.run(["docker", "run", "-d", "--rm", "--name", name, "-v", "%s:/cfg:ro" % tmp,
-                    "-p", "127.0.0.1::8000", "-p", "127.0.0.1::8080", image, "sh", "-c", script],
+                    "-p", "127.0.0.1::8000", "-p", "127.0.0.1::8001", "-p", "127.0.0.1::8080", image, "sh", "-c",
+                    script],
                    check=True, capture_output=True)
     try:
         ports = {}
-        for port in (8000, 8080):
+        for port in (8000, 8001, 8080):
             out = subprocess.run(["docker", "port", name, "%d/tcp" % port], capture_output=True, text=True,
                                  check=False).stdout
             ports[port] = "http://%s" % out.split()[0] if out.strip() else ""
         wait_healthy(name, ports)
-        yield {"edge": ports[8000], "balancer": ports[8080], "dir": tmp}
+        yield {"edge": ports[8000], "replica": ports[8001], "balancer": ports[8080], "dir": tmp}
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
 
@@ -292,7 +300,12 @@ def test_prometheus_reaches_each_replicas_metrics_by_name_on_the_one_port(proxie
         status, doc = answer(proxies["edge"], "GET", path, key=FULL_KEY)
         assert status == 400 and "alpha-0, alpha-1, beta-0" in doc["error"]["message"]
     assert request(proxies["edge"], "GET", "/metrics?replica=beta-0")[0] == 401
-
+    # A replica's own port answers its /metrics with a key for every model, and never the API.
+    metrics = {"served_by": "alpha-1", "path": "/metrics"}
+    assert answer(proxies["replica"], "GET", "/metrics", key=REPLICA_KEY) == (200, metrics)
+    assert answer(proxies["replica"], "GET", "/health") == (200, {"served_by": "alpha-1", "path": "/health"})
+    assert answer(proxies["replica"], "GET", "/metrics", key=BETA_KEY)[0] == 401
+    assert answer(proxies["replica"], "POST", "/v1/chat/completions", chat("alpha"), key=REPLICA_KEY)[0] == 404
 
 
 def test_a_model_whose_replicas_are_down_is_answered_503_and_named_by_the_edges_health(proxies):

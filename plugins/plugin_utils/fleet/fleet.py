@@ -158,23 +158,28 @@ def fleet_backends(members, by_model=False):
     return backends
 
 
-def drain_targets(serving, host, backend, by_model=False):
+def drain_targets(serving, host, backend, by_model=False, models=None):
     """What a drain takes out of each balancer for one serving host: [{backend, server}]. One model: each replica in
     backend (its server <host>-<replica>). Routing by model: in each of the host's models' backends
-    (llmfleet_model_<name>), the host's edge (server <host>-<model>), as balancer_config names them."""
+    (llmfleet_model_<name>), the host's edge (server <host>-<model>), as balancer_config names them; models (a
+    roll of some models, upgrade_models): only theirs, the others keep serving."""
     serving = serving or {}
     if not by_model:
         return [{"backend": backend, "server": server_name(host, r.get("name"))} for r in serving.get("replicas") or []]
     names = [str(m.get("name")) for m in serving.get("models") or []] or [str(serving.get("served_model_name") or "")]
-    return [{"backend": BACKEND_PREFIX + n, "server": server_name(host, n)} for n in names if n]
+    return [{"backend": BACKEND_PREFIX + n, "server": server_name(host, n)} for n in names
+            if n and (not models or n in models)]
 
 
-def drain_replicas(serving):
+def drain_replicas(serving, models=None):
     """Every replica of a serving.json whose in-flight requests a drain waits for: the top-level ones and, with many
-    models, each model's, each once."""
+    models, each model's, each once; models (a roll of some models): only theirs."""
+    serving = serving or {}
+    if models and serving.get("models"):
+        serving = {"models": [m for m in serving["models"] if m.get("name") in models]}
     out = []
-    for replica in list((serving or {}).get("replicas") or []) + [
-            r for m in (serving or {}).get("models") or [] for r in m.get("replicas") or []]:
+    for replica in list(serving.get("replicas") or []) + [
+            r for m in serving.get("models") or [] for r in m.get("replicas") or []]:
         if replica.get("name") not in [r.get("name") for r in out]:
             out.append(replica)
     return out
@@ -212,11 +217,13 @@ def haproxy_stat(text):
 
 def haproxy_servers(text, backend):
     """{server name: {status, scur, check_status, backend}} of one backend (or a list of backends: a balancer routing
-    by model has one per model, with distinct server names) in a `show stat` CSV."""
+    by model has one per model, with distinct server names; a name ending in * is a prefix) in a `show stat` CSV."""
     backends = [backend] if isinstance(backend, str) else list(backend or [])
+    prefixes = tuple(b[:-1] for b in backends if b.endswith("*"))
     result = {}
     for row in haproxy_stat(text):
-        if row.get("pxname") in backends and row.get("svname") not in ("FRONTEND", "BACKEND"):
+        name = row.get("pxname") or ""
+        if (name in backends or (prefixes and name.startswith(prefixes))) and row.get("svname") not in ("FRONTEND", "BACKEND"):
             result[row["svname"]] = {"status": row.get("status", ""), "scur": int(row.get("scur") or 0),
                                      "check_status": row.get("check_status", ""), "backend": row["pxname"]}
     return result

@@ -87,7 +87,13 @@ def _edge_by_model(replicas, settings, keys, addresses):
                                     "server": "replica_%s" % r["name"],
                                     "address": address_port(r["address"], r["backend_port"])} for r in replicas]
     bind = address_port(str(settings["bind_address"]), settings["client_port"])
-    return {"frontend": {"name": "llmfleet_edge", "bind": bind},
+    # Each replica's own port still answers its /metrics and /health (Prometheus and probes address replicas by
+    # port), with the gate's keys; the API (which a limited key could use there) only on the one client port.
+    replica_listens = [{"frontend": "llmfleet_edge_%s" % r["name"], "backend": "llmfleet_replica_%s" % r["name"],
+                        "bind": address_port(str(settings["bind_address"]), r["port"])}
+                       for r in replicas if int(r["port"]) != int(settings["client_port"])]
+    return {"frontend": {"name": "llmfleet_edge", "bind": bind}, "replica_listens": replica_listens,
+            "replica_gate": _gate(["/metrics"], ["/health"], settings.get("keys_file", ""), keys),
             "replica_addresses": addresses, "routing": routing, "upstream_auth": bool(keys),
             # The key is checked by the routing (its map of key hashes), not by the gate's list.
             "gate": _gate(settings.get("path_prefixes"), [], "", [])}

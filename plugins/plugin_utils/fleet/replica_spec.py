@@ -124,6 +124,8 @@ def _run_options(host, model, replica, ports):
     else:
         lines.append(["--publish", "%s:%d" % (address_port(host["bind_address"], ports["vllm"]), ports["container"])])
     lines.append(["--volume", "%s:%s:ro" % (model["path"], model["container_path"])])
+    # LoRA adapters (serve_list.entry_adapters), read-only like the weights.
+    lines.extend(["--volume", "%s:%s:ro" % (host_path, path)] for host_path, path in model["volumes"])
     lines.append(["--volume", "%s:%s:ro" % (SL.replica_file(host["config_dir"], replica["name"], ".env"),
                                             CONTAINER_ENV_FILE)])
     cache = host["engine_cache"]
@@ -180,11 +182,9 @@ def _replica(host, model, replica, order):
 
 
 def _argv(entry, args, multinode_args):
-    """One model's (or placed instance's) vLLM flags; the pooling runner's flag where the entry asks for it."""
-    args = dict(args or {})
-    if entry.get("runner") == "pooling" and not {"runner", "task"} & set(args):
-        args["runner"] = "pooling"
-    return vllm_flags(args, entry.get("args_extra"), entry.get("shutdown_timeout"), multinode_args)
+    """One model's (or placed instance's) vLLM flags (a list entry's runner and LoRA flags are in its args:
+    serve_list.served_flags)."""
+    return vllm_flags(dict(args or {}), entry.get("args_extra"), entry.get("shutdown_timeout"), multinode_args)
 
 
 def _model(host, entry, multinode_args, multinode_env):
@@ -198,7 +198,9 @@ def _model(host, entry, multinode_args, multinode_env):
     port = str(replicas[0]["port"]) if replicas else ""
     return {
         "name": name, "path": path, "manifest": entry.get("manifest") or None, "container_path": container_path,
-        "vllm_argv": argv, "runner": entry.get("runner") or "generate", "mn_args": multinode_args,
+        "vllm_argv": argv, "runner": entry.get("runner") or "generate", "convert": entry.get("convert"),
+        "adapters": list(entry.get("adapters") or []), "volumes": list(entry.get("volumes") or []),
+        "mn_args": multinode_args,
         "args_extra": entry.get("args_extra"), "shutdown_timeout": entry.get("shutdown_timeout"),
         # vLLM's arguments as a replica of one host gets them: what the flag check runs against the image.
         "check_argv": [container_path, "--served-model-name", name, "--host", "0.0.0.0", "--port", port] + argv,
@@ -273,7 +275,8 @@ def _models_described(out):
         described.append({"name": model["name"], "runner": model["runner"], "model_path": model["path"],
                           "replicas": [{"name": r["name"], "port": r["ports"]["client"], "gpus": r["gpus"]}
                                        for r in mine],
-                          "base_urls": _unique(r["base_url"] for r in mine if r["serves_api"]), "adapters": []})
+                          "base_urls": _unique(r["base_url"] for r in mine if r["serves_api"]),
+                          "adapters": list(model["adapters"])})
     return described
 
 

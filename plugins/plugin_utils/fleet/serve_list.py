@@ -8,6 +8,8 @@ flags, as replica_spec's ``models`` (pure functions, no I/O).
   assign_ports(instances, recorded, first)        {instance: port}: recorded ports kept, new ones the lowest free
   cpu_placement(entries)                          llmfleet_placement on the CPU engine: each entry's replicas, no GPU
   list_models(entries, base, serve, accelerator)  replica_spec's models, one per entry
+  served_flags(entry, table, adapters)            an entry's runner and LoRA flags, as the image spells them
+  entry_adapters(entry, serve)                    an entry's adapters: name, host dir, container path, rank
   failed_models(result)                           the models whose replicas a failed loop task failed on
   stale_instances(recorded, serving, files)       the instances to remove (no longer served)
 
@@ -17,13 +19,21 @@ moves another model's port, unit or container.
 
 from __future__ import annotations
 
+import json
 import re
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks import runner_flags as RF
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import instance_name
 
 # What a list entry on the CPU engine takes from the host's plan (the shorthand's CPU KV bytes and context); the
 # rest of that plan's flags belong to the shorthand's model.
 CPU_PLAN_ARGS = ("kv-cache-memory-bytes", "max-model-len")
+# Where an adapter is mounted in the container (read-only), under its served name.
+CONTAINER_ADAPTERS_DIR = "/adapters"
+# The flags of vLLM 0.10.0 and later (the pinned images' spelling, tests/fixtures/vllm-help/), used while the image's
+# own table is not known on the controller yet; vllm_flag_check then checks the argv against the image itself.
+RECENT_FLAGS = {"--runner": ["auto", "draft", "generate", "pooling"], "--convert": ["auto", "classify", "embed", "none"],
+                "--enable-lora": None, "--lora-modules": None, "--max-lora-rank": None, "--max-loras": None}
 
 
 class ServeListError(ValueError):
@@ -96,11 +106,53 @@ def _cpu_args(entry, cpu_args):
     return args
 
 
+def entry_convert(entry):
+    """What a pooling entry is served as: its args_extra's convert (embed, classify), else None (vLLM decides)."""
+    return dict(entry.get("args_extra") or {}).get("convert") or None
+
+
+def entry_adapters(entry, serve):
+    """[{name, path (in the container), host_path, rank}] of an entry's adapters: host directories from
+    ``serve["adapter_paths"]`` (model_weights_adapter_paths) and ranks from their adapter_config.json as read on the
+    host (``serve["adapter_configs"]``: {path: text})."""
+    found = dict(dict(serve.get("adapter_paths") or {}).get(entry["name"]) or {})
+    configs = dict(serve.get("adapter_configs") or {})
+    out = []
+    for adapter in entry.get("adapters") or []:
+        name = str(adapter.get("name"))
+        where = "llmfleet_models entry %s adapter %s" % (entry["name"], name)
+        host_path = found.get(name)
+        text = configs.get("%s/adapter_config.json" % str(host_path or "").rstrip("/"))
+        if not host_path or not text:
+            raise ServeListError("%s has no fetched directory with an adapter_config.json (model_weights_adapter_paths"
+                                 "): run the model_weights role (playbooks/model.yml) first" % where)
+        try:
+            rank = RF.adapter_rank(json.loads(text), where)
+        except (ValueError, RF.RunnerFlagsError) as exc:
+            raise ServeListError("%s: %s" % (where, exc))
+        out.append({"name": name, "path": "%s/%s" % (CONTAINER_ADAPTERS_DIR, name), "host_path": str(host_path),
+                    "rank": rank})
+    return out
+
+
+def served_flags(entry, table, adapters):
+    """The runner flags (runner_flags.runner_args) and LoRA flags (runner_flags.lora_args) of one entry, spelled as
+    the image's flag ``table`` spells them."""
+    try:
+        flags = RF.runner_args(entry.get("runner") or "generate", entry_convert(entry), table)
+        flags.update(RF.lora_args(adapters, table))
+    except RF.RunnerFlagsError as exc:
+        raise ServeListError("llmfleet_models entry %s: %s" % (entry["name"], exc))
+    return flags
+
+
 def list_models(entries, base, serve, accelerator):
     """replica_spec's models from ``entries`` (model_list's normalised entries). ``base``: the role-wide model
     settings (args_extra, env, accelerator_env, engine_cache_accelerator_env, shutdown_timeout), an entry's
     args_extra and env merged over them. ``serve``: {model_paths ({name: host dir}), placement (gpu), cpu_args,
-    recorded_ports, first_port}. Returns (models, ports: {instance: port})."""
+    recorded_ports, first_port, adapter_paths, adapter_configs, flag_help (the image's help text; '': unknown)}.
+    Returns (models, ports: {instance: port})."""
+    table = RF.flag_table(serve["flag_help"]) if serve.get("flag_help") else RECENT_FLAGS
     placement = serve.get("placement") or {}
     paths = dict(serve.get("model_paths") or {})
     per_entry = [(entry, _entry_replicas(entry, _placed(placement, entry["name"]), accelerator)) for entry in entries]
@@ -113,7 +165,11 @@ def list_models(entries, base, serve, accelerator):
             raise ServeListError("llmfleet_models entry %s has no weights directory in model_weights_paths: run the "
                                  "model_weights role (playbooks/model.yml) first" % entry["name"])
         args = replicas[0][2] if accelerator == "gpu" else _cpu_args(entry, serve.get("cpu_args"))
+        adapters = entry_adapters(entry, serve)
+        args = dict(args, **served_flags(entry, table, adapters))
         model = dict(base, name=entry["name"], path=str(path), runner=entry.get("runner") or "generate", args=args,
+                     convert=entry_convert(entry), adapters=[a["name"] for a in adapters],
+                     volumes=[[a["host_path"], a["path"]] for a in adapters],
                      args_extra=dict(base.get("args_extra") or {}, **dict(entry.get("args_extra") or {})),
                      env=dict(base.get("env") or {}, **dict(entry.get("env") or {})))
         model["replicas"] = [{"name": name, "port": ports[name], "gpus": gpus, "start_after": after}

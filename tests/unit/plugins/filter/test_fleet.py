@@ -117,6 +117,8 @@ def test_a_balancer_routing_by_model_is_read_over_its_backends():
     assert sorted(servers) == ["gpu1-0", "gpu1-b", "gpu2-0"]
     assert servers["gpu1-b"] == {"status": "DOWN", "scur": 0, "check_status": "L7STS", "backend": "llmfleet_model_b"}
     assert list(fleet.haproxy_servers(text, ["llmfleet_model_b"])) == ["gpu1-b"]
+    # Every model's backend, without knowing the models (upgrade.yml's check before a roll).
+    assert list(fleet.haproxy_servers(text, ["llmfleet_model_*"])) == ["gpu1-b"]
 
 
 MANY = {"served_model_name": "chat", "bind_address": "0.0.0.0", "edge": True,
@@ -247,3 +249,11 @@ def test_a_drain_waits_for_every_models_replicas_once():
     serving = dict(MANY, replicas=MANY["replicas"][:1])
     assert [r["name"] for r in fleet.drain_replicas(serving)] == ["chat-0", "emb-0"]
     assert fleet.drain_replicas({"replicas": [{"name": "0"}]}) == [{"name": "0"}]
+
+
+def test_a_roll_of_some_models_drains_only_theirs():
+    assert fleet.drain_targets(MANY, "gpu1", "llmfleet_vllm", by_model=True, models=["emb"]) == [
+        {"backend": "llmfleet_model_emb", "server": "gpu1-emb"}]
+    assert [r["name"] for r in fleet.drain_replicas(MANY, ["emb"])] == ["emb-0"]
+    # One model: the one backend holds every replica, all drained.
+    assert len(fleet.drain_targets(MANY, "gpu1", "llmfleet_vllm", models=["emb"])) == 2

@@ -135,8 +135,8 @@ def by_model_values():
     """s1's inventory with many models: two models (one with an adapter) behind the edge and the balancer."""
     values = variables("s1")
     files = {"key_ids": "/k.map", "routes": "/r.map", "listings": "/l.map", "names": "/n.map", "upstream": "/u.map"}
-    models, adapters = ["chat", "emb"], [["chat-lora"], []]
-    members = [dict(r, model=m, adapters=a) for r, m, a in zip(values["loadbalancer_edge_replicas"], models, adapters)]
+    models = [("chat", ["chat-lora"]), ("emb", [])]
+    members = [dict(r, model=m, adapters=a) for r, (m, a) in zip(values["loadbalancer_edge_replicas"], models)]
     values["__loadbalancer_edge"] = edge_config(members, {
         "bind_address": "0.0.0.0", "path_prefixes": ["/v1/", "/metrics"], "public_paths": ["/health"], "keys_file": "",
         "api_keys": values["loadbalancer_api_keys"], "route_by_model": True, "client_port": 8000,
@@ -154,7 +154,12 @@ def test_routing_by_model_renders_one_edge_port_and_a_backend_per_model_without_
     values = by_model_values()
     edge, balancer = render("edge.cfg.j2", values), render("haproxy.cfg.j2", values)
     assert "    tune.bufsize 1114112\n" in edge and "    tune.bufsize 1114112\n" in balancer
-    assert edge.count("\nfrontend ") == 1 and "    bind 0.0.0.0:8000\n" in edge and "0.0.0.0:8001" not in edge
+    assert "\nfrontend llmfleet_edge\n    bind 0.0.0.0:8000\n" in edge
+    # The second replica's own port: its /metrics and /health, not the API (a limited key could use it there).
+    replica = edge[edge.index("\nfrontend llmfleet_edge_1\n"):]
+    replica = replica[:replica.index("\nbackend ")]
+    assert "    bind 0.0.0.0:8001\n" in replica and "/v1/" not in replica and "path_beg /metrics" in replica
+    assert edge.count("\nfrontend ") == 2  # replica 0's port is the client port
     for text in (edge, balancer):
         assert "\nbackend llmfleet_model_chat\n" in text and "\nbackend llmfleet_model_emb\n" in text
         assert "use_backend llmfleet_model_%[var(txn.llmfleet_backend)]\n" in text

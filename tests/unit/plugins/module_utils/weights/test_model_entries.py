@@ -18,8 +18,8 @@ def items_of(models, root="/srv/llmfleet/models"):
                                           "'qwen3'"]),
     ({"name": "chat", "model": "a/b", "source": "modelscope"}, []),
     ({"name": "chat", "model": "/data/m", "source": "local"}, ["source local needs local_path", "host:/path"]),
-    ({"name": "chat", "model": "x", "source": "archive", "local_path": ""}, ["source archive needs local_path",
-                                                                           "tar archive"]),
+    ({"name": "chat", "model": "x", "source": "archive", "local_path": ""},
+     ["source archive needs local_path", "tar archive"]),
     ({"name": "chat", "model": "x", "source": "local", "local_path": "host:relative"}, ["absolute path after host:"]),
     ({"name": "chat", "model": "x", "source": "local", "local_path": "host:/mnt/nfs/m"}, []),
     ({"name": "chat", "model": "a/b", "weights_dir": "models/chat"}, ["weights_dir must be an absolute directory",
@@ -107,8 +107,8 @@ def test_plan_options_hand_the_host_paths_to_the_module():
 FILES = [{"path": "config.json", "size": 10}, {"path": "model.safetensors", "size": 100}]
 
 
-def upload_state(key, origin, files=FILES, leftovers=()):
-    return {"key": key, "changed": False, "marker": {"identity": {"origin": origin}, "files": files},
+def upload_state(key, origin, files=None, leftovers=()):
+    return {"key": key, "changed": False, "marker": {"identity": {"origin": origin}, "files": FILES if files is None else files},
             "leftovers": list(leftovers)}
 
 

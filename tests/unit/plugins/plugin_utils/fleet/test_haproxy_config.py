@@ -83,6 +83,12 @@ def test_routing_by_model_gives_the_edge_one_frontend_and_a_backend_per_model():
     # The key is checked through the routing's map of key hashes; no public path is forwarded to one replica.
     assert cfg["gate"] == {"prefixes": ["/v1/", "/metrics"], "public_paths": [], "keys_file": ""}
     assert cfg["upstream_auth"] is True and "listens" not in cfg
+    # Each replica's own port answers its /metrics (with a full key) and /health, never the API.
+    assert cfg["replica_listens"][0] == {"frontend": "llmfleet_edge_emb-0", "backend": "llmfleet_replica_emb-0",
+                                         "bind": "0.0.0.0:8001"}  # chat-0's port 8000 is the client port
+    assert len(cfg["replica_listens"]) == 2
+    assert cfg["replica_gate"] == {"prefixes": ["/metrics"], "public_paths": ["/health"],
+                                   "keys_file": "/etc/llmfleet/edge-api-keys.lst"}
     # Each replica's /metrics stays reachable on the one port, by its instance name (Prometheus).
     assert cfg["routing"]["metrics_replicas"][1] == {"replica": "emb-0", "backend": "llmfleet_replica_emb-0",
                                                      "server": "replica_emb-0", "address": "127.0.0.1:18001"}

