@@ -39,7 +39,16 @@ def tls_certificate_problems(files, names, renew_days):
         raise AnsibleFilterError(str(exc))
 
 
+def tls_ca_rotation(phase, present):
+    if not isinstance(present, dict):
+        raise AnsibleFilterError("tls_ca_rotation expects present {next, previous}, got %r" % (present,))
+    try:
+        return TLS.ca_rotation(str(phase or ""), present)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {"haproxy_tls": haproxy_tls, "tls_subject_alt_names": tls_subject_alt_names,
-                "tls_certificate_problems": tls_certificate_problems}
+                "tls_certificate_problems": tls_certificate_problems, "tls_ca_rotation": tls_ca_rotation}

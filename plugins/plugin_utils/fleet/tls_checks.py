@@ -31,6 +31,9 @@ def _load(kind, text):
     data = str(text or "").encode()
     if kind == KEY:
         return serialization.load_pem_private_key(data, password=None)
+    if kind == CA:
+        # A bundle: old and new CA during a rotation's overlap (docs/SECURITY.md, "Transport").
+        return x509.load_pem_x509_certificates(data)
     return x509.load_pem_x509_certificate(data)
 
 
@@ -89,13 +92,18 @@ def _cert_problems(parsed, names, now, renew_days):
         problems.append("%s: the certificate's subject alternative names (%s) do not cover %s, which clients use; "
                         "issue it with those names." % (path, ", ".join(dns + [str(i) for i in ips]) or "none",
                                                         ", ".join(missing)))
-    if CA in parsed:
-        try:
-            cert.verify_directly_issued_by(parsed[CA])
-        except (ValueError, TypeError, InvalidSignature):
-            problems.append("%s: %s (%s) did not sign the certificate; give the CA that issued it." % (
-                CA, parsed[CA].subject.rfc4514_string(), "its issuer: " + cert.issuer.rfc4514_string()))
+    if CA in parsed and not any(_signed_by(cert, ca) for ca in parsed[CA]):
+        problems.append("%s: %s (%s) did not sign the certificate; give the CA that issued it." % (
+            CA, " + ".join(ca.subject.rfc4514_string() for ca in parsed[CA]), "its issuer: " + cert.issuer.rfc4514_string()))
     return problems
+
+
+def _signed_by(cert, ca):
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
 
 
 def certificate_problems(files, names, now, renew_days):

@@ -75,8 +75,8 @@ def test_another_backend_changes_the_balancer_configuration():
     assert render("haproxy.cfg.j2", values) != (FIXTURES / "s1-haproxy.cfg").read_text()
 
 
-def _tls(backends, pem="/etc/llmfleet/tls/balancer.pem"):
-    return haproxy_tls(backends, {"enabled": True, "pem": pem, "ca_file": "/etc/llmfleet/tls/ca.crt"})
+def _tls(backends, pem="/etc/llmfleet/tls/balancer.pem", **mutual):
+    return haproxy_tls(backends, dict({"enabled": True, "pem": pem, "ca_file": "/etc/llmfleet/tls/ca.crt"}, **mutual))
 
 
 def test_with_tls_every_listener_that_carries_a_key_binds_ssl_and_the_balancer_verifies_each_edge():
@@ -112,6 +112,23 @@ def test_with_tls_routing_by_model_binds_ssl_and_dials_each_hosts_edge_verified(
     values["__loadbalancer_tls"] = _tls([], "/etc/llmfleet/tls/edge.pem")
     edge = render("edge.cfg.j2", values)
     assert "    bind 0.0.0.0:8000 ssl crt /etc/llmfleet/tls/edge.pem\n" in edge
+
+
+def test_with_mutual_tls_the_edge_asks_for_the_balancers_certificate_and_the_balancer_presents_it():
+    values = variables("s1")
+    values["backends"][0]["host"] = "gpu1"
+    values["__loadbalancer_tls"] = _tls(values["backends"], client_pem="/etc/llmfleet/tls/balancer.pem")
+    balancer = render("haproxy.cfg.j2", values)
+    assert ("    server h1-0 10.0.0.1:8000 ssl verify required ca-file /etc/llmfleet/tls/ca.crt verifyhost gpu1"
+            " crt /etc/llmfleet/tls/balancer.pem\n" in balancer)
+    assert "    bind 0.0.0.0:8080 ssl crt /etc/llmfleet/tls/balancer.pem\n" in balancer  # its clients: keys only
+    values["__loadbalancer_tls"] = _tls([], "/etc/llmfleet/tls/edge.pem", verify_clients=True)
+    edge = render("edge.cfg.j2", values)
+    gate = "    http-request deny deny_status 403 if !{ ssl_c_used } !{ src 127.0.0.0/8 ::1 }\n"
+    for port in (8000, 8001):
+        bind = "    bind 0.0.0.0:%d ssl crt /etc/llmfleet/tls/edge.pem verify optional ca-file /etc/llmfleet/tls/ca.crt\n"
+        # Right after each bind: before /health and the key check, so nothing off the host answers without one.
+        assert bind % port + gate in edge
 
 
 def by_model_values():

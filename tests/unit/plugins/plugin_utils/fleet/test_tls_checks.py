@@ -83,6 +83,16 @@ def test_a_ca_that_did_not_sign_the_certificate_is_refused_even_with_the_same_na
     assert problem.startswith("llmfleet_tls_ca_file:") and "did not sign the certificate" in problem
 
 
+def test_a_ca_bundle_passes_where_one_of_its_cas_signed_the_certificate(pki):
+    """A rotation's overlap: the old and the new CA in one llmfleet_tls_ca_file, the certificate from either."""
+    files = _files(pki["host"], pki["host_key"], pki["other_ca"])
+    files[CA]["content"] = _pem(pki["other_ca"]) + _pem(pki["ca"])
+    assert certificate_problems(files, ["gpu1"], NOW, 30) == []
+    files[CA]["content"] = _pem(pki["other_ca"]) + _pem(pki["other_ca"])
+    [problem] = certificate_problems(files, ["gpu1"], NOW, 30)
+    assert "CN=fleet CA + CN=fleet CA (its issuer: CN=fleet CA) did not sign" in problem
+
+
 def test_a_key_readable_by_others_is_refused(pki):
     [problem] = certificate_problems(_files(pki["host"], pki["host_key"], pki["ca"], "0644"), ["gpu1"], NOW, 30)
     assert problem == "llmfleet_tls_key_file: /c/gpu1.key is mode 0644, readable by others; chmod 0600 it."
