@@ -442,7 +442,8 @@ def presented_certificates():
 
 def test_new_certificates_are_picked_up_by_a_reload_without_a_failed_request():
     """Issue 41: every host's certificate signed again (the controller's copies removed, as a renewal does) and rolled
-    out by serve.yml and fleet.yml while requests and long streams go through the balancer: the edges and the balancer
+    out by the serve stage (site.yml --tags model,serve: serve.yml alone lacks the image and model directory the model
+    stage publishes) and fleet.yml while requests and long streams go through the balancer: the edges and the balancer
     reload, present the new certificates, no request fails and no stream is cut; the replicas are not restarted."""
     hosts_dir = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "tls", "hosts")
     before, replicas = presented_certificates(), {h: container(h) for h in GPUS}
@@ -454,7 +455,7 @@ def test_new_certificates_are_picked_up_by_a_reload_without_a_failed_request():
     streams = StreamLoop(balancer_url() + "/v1", MODEL, API_KEY, workers=STREAM_WORKERS, max_tokens=STREAM_TOKENS,
                          max_seconds=LOOP_SECONDS, timeout=300).start()
     try:
-        serve = playbook("serve.yml")
+        serve = playbook("site.yml", "--tags", "model,serve")
         fleet = playbook("fleet.yml")
     finally:
         summary = loop.stop()
