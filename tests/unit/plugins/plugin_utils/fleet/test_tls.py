@@ -83,7 +83,7 @@ def test_a_ca_rotation_trusts_old_and_new_ca_through_the_overlap_and_each_phase_
     present = {"next": False, "previous": False}
     seen = []
     for phase in ("", "start", "finish", "end", ""):
-        for _ in range(2):  # the edges' play, then the balancer's: the second run changes nothing
+        for _run in range(2):  # the edges' play, then the balancer's: the second run changes nothing
             plan = ca_rotation(phase, present)
             present = {"next": "next" in plan["make"], "previous": "previous/ca.crt" in plan["bundle"]}
         seen.append((phase, plan["bundle"]))
