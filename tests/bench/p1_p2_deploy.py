@@ -52,15 +52,41 @@ def replica_healthy_s(host, unit="llmfleet-vllm@0.service"):
     """The replica's time to healthy as systemd saw it: from leaving 'inactive' (ExecStartPre, the container's start)
     to entering 'active' (its ExecStartPost got /health). The playbook overlaps this with other work, so no task's
     duration is it any more."""
-    out = subprocess.run(["docker", "exec", host, "systemctl", "show", unit,
-                          "--property=InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic"],
-                         capture_output=True, text=True, check=False).stdout
-    stamps = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    try:
-        left, entered = int(stamps["InactiveExitTimestampMonotonic"]), int(stamps["ActiveEnterTimestampMonotonic"])
-    except (KeyError, ValueError):
-        return None
-    return (entered - left) / 1e6 if entered > left > 0 else None
+    spans = unit_spans(host, [unit])
+    return spans[0][1] - spans[0][0] if spans else None
+
+
+def unit_spans(host, units=None):
+    """(start, healthy) in seconds of systemd's monotonic clock for each replica unit of the host (all
+    llmfleet-vllm@ units unless named) that has both timestamps."""
+    if units is None:
+        units = subprocess.run(["docker", "exec", host, "systemctl", "list-units", "llmfleet-vllm@*", "--all",
+                                "--plain", "--no-legend"], capture_output=True, text=True, check=False).stdout.split()
+        units = [u for u in units if u.startswith("llmfleet-vllm@") and u.endswith(".service")]
+    spans = []
+    for unit in units:
+        out = subprocess.run(["docker", "exec", host, "systemctl", "show", unit,
+                              "--property=InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic"],
+                             capture_output=True, text=True, check=False).stdout
+        stamps = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        try:
+            left, entered = int(stamps["InactiveExitTimestampMonotonic"]), int(stamps["ActiveEnterTimestampMonotonic"])
+        except (KeyError, ValueError):
+            continue
+        if entered > left > 0:
+            spans.append((left / 1e6, entered / 1e6))
+    return spans
+
+
+def cold_breakdown(wall, pull, weights, spans):
+    """A cold run against the work it cannot avoid: the image pull or the weights (they overlap), then the engines'
+    start from the first replica's start to the last one's /health (in the order the host needs: at once on the CPU
+    test bed, one after another on a shared GPU). overhead: what the playbook adds to that; P1: wall / unavoidable."""
+    engines = (max(end for _s, end in spans) - min(start for start, _e in spans)) if spans else 0.0
+    unavoidable = max(pull, weights) + engines
+    return {"pull_s": round(pull, 1), "weights_s": round(weights, 1), "engines_start_s": round(engines, 1),
+            "engines": len(spans), "unavoidable_s": round(unavoidable, 1), "overhead_s": round(wall - unavoidable, 1),
+            "P1": round(wall / unavoidable, 2) if unavoidable else None}
 
 
 def loadavg():
@@ -191,18 +217,23 @@ def inventory_for(hosts, models=None):
     return inventory
 
 
-def bench_many(prefix, env, count, one_cold, one_rerun, keep):
-    """Cold deploy and no-op re-run of one host serving ``count`` models, against the one-model runs (item 9: the
-    re-run at most 1.3x the one-model re-run; the cold deploy their unavoidable work plus the same fixed overhead)."""
+def bench_many(prefix, env, count, one, keep):
+    """Cold deploy and no-op re-run of one host serving ``count`` models, against the one-model runs ``one`` (cold,
+    rerun, breakdown) (item 9: the re-run at most 1.3x the one-model re-run; the cold deploy their unavoidable work
+    plus the same fixed overhead)."""
+    one_cold, one_rerun, one_breakdown = one
     name = "%s-m%d" % (prefix, count)
     inventory = inventory_for([name], bench_models(env, count))
     try:
         start_host(name, env["MOLECULE_HOST_IMAGE"])
         cold = Run(inventory, env, [name])
+        breakdown = cold_breakdown(cold.wall, cold.pull, cold.roles.get("model_weights", 0.0), unit_spans(name))
         rerun = Run(inventory, env, [name]) if cold.rc == 0 else None
         out = {"models": count, "models_cold_wall_s": round(cold.wall, 1), "models_cold_rc": cold.rc,
                "models_cold_load": cold.load, "models_cold_failures": cold.failures,
                "models_cold_ratio": round(cold.wall / one_cold.wall, 2),
+               "models_cold_breakdown": breakdown,
+               "models_cold_overhead_ratio": round(breakdown["overhead_s"] / one_breakdown["overhead_s"], 2),
                "models_cold_tasks": cold.task_count + cold.skipped_count}
         if rerun:
             out.update({"models_rerun_s": round(rerun.wall, 1), "models_rerun_changed": rerun.changed,
@@ -211,7 +242,7 @@ def bench_many(prefix, env, count, one_cold, one_rerun, keep):
                         "models_rerun_ratio": round(rerun.wall / one_rerun.wall, 2)})
             rerun.show_slow("re-run, one host, %d models" % count)
         cold.show_slow("cold, one host, %d models" % count)
-        return out
+        return out, {"models_cold": cold, "models_rerun": rerun}
     finally:
         if not keep:
             remove_host(name)
@@ -282,12 +313,13 @@ def main():
             return 1
         weights = cold.roles.get("model_weights", 0.0)
         healthy = replica_healthy_s(one) or next((cold.tasks[t] for t in HEALTH_TASKS if t in cold.tasks), 0.0)
+        breakdown = cold_breakdown(cold.wall, cold.pull, weights, unit_spans(one))
         rerun = Run(inventories[-1], env, [one])
         p1 = cold.wall / (max(cold.pull, weights) + healthy)
         result.update({
             "cold_wall_s": round(cold.wall, 1), "image_pull_s": round(cold.pull, 1),
             "weight_placement_s": round(weights, 1), "time_to_healthy_s": round(healthy, 1), "P1": round(p1, 2),
-            "cold_load": cold.load,
+            "cold_load": cold.load, "cold_breakdown": breakdown, "cold_tasks": cold.task_count + cold.skipped_count,
             "P2_s": round(rerun.wall, 1), "rerun_changed": rerun.changed, "rerun_rc": rerun.rc,
             "rerun_load": rerun.load, "rerun_tasks": rerun.task_count + rerun.skipped_count,
             "rerun_cpu_controller_s": round(rerun.cpu_controller, 1),
@@ -302,8 +334,8 @@ def main():
             for name in fleet:
                 start_host(name, env["MOLECULE_HOST_IMAGE"])
             inventories.append(inventory_for(fleet))
-            fleet_cold = Run(inventories[-1], env, [one])
-            fleet_rerun = Run(inventories[-1], env, [one]) if fleet_cold.rc == 0 else None
+            fleet_cold = Run(inventories[-1], env, fleet)
+            fleet_rerun = Run(inventories[-1], env, fleet) if fleet_cold.rc == 0 else None
             fleet_runs = (fleet_cold, fleet_rerun)
             result.update({
                 "fleet_hosts": len(fleet), "fleet_cold_wall_s": round(fleet_cold.wall, 1),
@@ -327,8 +359,10 @@ def main():
             if not args.keep:
                 for name in fleet:
                     remove_host(name)
+        many_runs = {}
         if args.models:
-            result.update(bench_many(args.prefix, env, args.models, cold, rerun, args.keep))
+            many, many_runs = bench_many(args.prefix, env, args.models, (cold, rerun, breakdown), args.keep)
+            result.update(many)
         if args.demo:
             demo_env = {k: v for k, v in env.items() if k.startswith(("ANSIBLE_", "PATH"))}
             result.update(bench_demo(args.prefix, dict(os.environ, **demo_env)))
@@ -339,15 +373,20 @@ def main():
                   if "P2_fleet_s" in result else ""),
                  ("   P5 warm = %.1f s" % result["P5_warm_s"] if "P5_warm_s" in result else ""), loadavg()))
         if "models_rerun_s" in result:
-            print("%d models on one host: cold %.1f s (%.2fx one model's), re-run %.1f s (%.2fx; changed=%d; %d vs %d "
-                  "task-host pairs)" % (args.models, result["models_cold_wall_s"], result["models_cold_ratio"],
-                                        result["models_rerun_s"], result["models_rerun_ratio"],
-                                        result["models_rerun_changed"], result["models_rerun_tasks"],
-                                        result["rerun_tasks"]))
+            many = result["models_cold_breakdown"]
+            print("%d models on one host: cold %.1f s (%.2fx one model's; unavoidable %.1f s = max(pull %.1f, weights "
+                  "%.1f) + %d engines' start %.1f s; overhead %.1f s against one model's %.1f s: %.2fx), re-run %.1f s "
+                  "(%.2fx; changed=%d; %d vs %d task-host pairs)"
+                  % (args.models, result["models_cold_wall_s"], result["models_cold_ratio"], many["unavoidable_s"],
+                     many["pull_s"], many["weights_s"], many["engines"], many["engines_start_s"], many["overhead_s"],
+                     breakdown["overhead_s"], result["models_cold_overhead_ratio"], result["models_rerun_s"],
+                     result["models_rerun_ratio"], result["models_rerun_changed"], result["models_rerun_tasks"],
+                     result["rerun_tasks"]))
         if args.tasks_out:
             runs = {"cold": cold, "rerun": rerun}
             if fleet_runs:
                 runs.update({"fleet_cold": fleet_runs[0], "fleet_rerun": fleet_runs[1]})
+            runs.update(many_runs)
             with open(args.tasks_out, "w") as fh:
                 json.dump({name: {"wall_s": run.wall, "load": run.load, "tasks": run.slow}
                            for name, run in runs.items() if run}, fh, indent=1)
