@@ -31,6 +31,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -217,11 +218,23 @@ def inventory_for(hosts, models=None):
     return inventory
 
 
-def bench_many(prefix, env, count, one, keep):
+def alternate_reruns(targets, env, rounds):
+    """No-op re-runs of each target ({label: (inventory, hosts)}) in turn, ``rounds`` times, the order rotated each
+    round, so the machine's changing load falls on all alike: {label: [wall s]}, and the changed count over all."""
+    labels, walls, changed = list(targets), {label: [] for label in targets}, 0
+    for i in range(rounds):
+        for label in labels[i % len(labels):] + labels[:i % len(labels)]:
+            run = Run(targets[label][0], env, targets[label][1])
+            walls[label].append(round(run.wall, 1))
+            changed += run.changed + (0 if run.rc == 0 else 1000)
+    return walls, changed
+
+
+def bench_many(prefix, env, count, one, keep, rounds=0):
     """Cold deploy and no-op re-run of one host serving ``count`` models, against the one-model runs ``one`` (cold,
-    rerun, breakdown) (item 9: the re-run at most 1.3x the one-model re-run; the cold deploy their unavoidable work
-    plus the same fixed overhead)."""
-    one_cold, one_rerun, one_breakdown = one
+    rerun, breakdown, inventory, host) (item 9: the re-run at most 1.3x the one-model re-run; the cold deploy their
+    unavoidable work plus the same fixed overhead). rounds: then that many re-runs of each host, alternating."""
+    one_cold, one_rerun, one_breakdown, one_inventory, one_host = one
     name = "%s-m%d" % (prefix, count)
     inventory = inventory_for([name], bench_models(env, count))
     try:
@@ -241,6 +254,12 @@ def bench_many(prefix, env, count, one, keep):
                         "models_rerun_tasks": rerun.task_count + rerun.skipped_count,
                         "models_rerun_ratio": round(rerun.wall / one_rerun.wall, 2)})
             rerun.show_slow("re-run, one host, %d models" % count)
+        if rerun and rounds:
+            walls, changed = alternate_reruns({"one": (one_inventory, [one_host]), "many": (inventory, [name])},
+                                              env, rounds)
+            out.update({"ab_rerun_s": walls, "ab_rerun_changed": changed, "ab_rerun_load": loadavg(),
+                        "ab_rerun_ratio_of_medians": round(statistics.median(walls["many"])
+                                                           / statistics.median(walls["one"]), 2)})
         cold.show_slow("cold, one host, %d models" % count)
         return out, {"models_cold": cold, "models_rerun": rerun}
     finally:
@@ -288,6 +307,9 @@ def main():
     parser.add_argument("--models", type=int, default=0,
                         help="also deploy one host serving this many test-bed models (llmfleet_models, 2-3) and print "
                              "its cold deploy and re-run against the one-model host's")
+    parser.add_argument("--ab-rounds", type=int, default=0,
+                        help="with --models: then this many no-op re-runs of the one-model and the many-model host, "
+                             "alternating, and the ratio of their medians")
     parser.add_argument("--tasks-out", help="write every task's duration of each run to this JSON file")
     args = parser.parse_args()
     env = load_env(os.path.join(TOP, ".cache", "testbed.env"))
@@ -327,7 +349,7 @@ def main():
             "per_role_cold_s": {k: round(v, 1) for k, v in sorted(cold.roles.items(), key=lambda kv: -kv[1])},
             "per_role_rerun_s": {k: round(v, 1) for k, v in sorted(rerun.roles.items(), key=lambda kv: -kv[1])},
         })
-        if not args.keep:
+        if not args.keep and not args.models:
             remove_host(one)
         fleet_runs = None
         if fleet:
@@ -361,7 +383,8 @@ def main():
                     remove_host(name)
         many_runs = {}
         if args.models:
-            many, many_runs = bench_many(args.prefix, env, args.models, (cold, rerun, breakdown), args.keep)
+            many, many_runs = bench_many(args.prefix, env, args.models, (cold, rerun, breakdown, inventories[0], one),
+                                         args.keep, args.ab_rounds)
             result.update(many)
         if args.demo:
             demo_env = {k: v for k, v in env.items() if k.startswith(("ANSIBLE_", "PATH"))}
@@ -382,6 +405,10 @@ def main():
                      breakdown["overhead_s"], result["models_cold_overhead_ratio"], result["models_rerun_s"],
                      result["models_rerun_ratio"], result["models_rerun_changed"], result["models_rerun_tasks"],
                      result["rerun_tasks"]))
+        if "ab_rerun_s" in result:
+            print("alternating no-op re-runs: one model %s s, %d models %s s; ratio of the medians %.2f (changed=%d, "
+                  "load %s)" % (result["ab_rerun_s"]["one"], args.models, result["ab_rerun_s"]["many"],
+                                result["ab_rerun_ratio_of_medians"], result["ab_rerun_changed"], result["ab_rerun_load"]))
         if args.tasks_out:
             runs = {"cold": cold, "rerun": rerun}
             if fleet_runs:
@@ -397,6 +424,7 @@ def main():
         ok = rerun.rc == 0 and rerun.changed == 0
         if args.models:
             ok = ok and result.get("models_rerun_rc") == 0 and result.get("models_rerun_changed") == 0
+            ok = ok and result.get("ab_rerun_changed", 0) == 0
         if fleet_runs:
             ok = ok and fleet_runs[1] is not None and fleet_runs[1].rc == 0 and fleet_runs[1].changed == 0
         return 0 if ok else 1

@@ -4,19 +4,27 @@ twin of the same edge without TLS, in the same run, from another container on th
 
     .venv/bin/python tests/bench/tls_ttft.py [--host llmfleet-demo] [--requests 20] [--key-file .cache/demo/api_key]
 
-The twin is the edge's own configuration (/etc/llmfleet/edge.cfg) with the TLS options of each bind dropped and each
-port moved by --plain-offset, run as a second HAProxy on the host for the measurement and stopped after it; the bench
-checks that nothing else differs. The client opens a new TCP connection for every request (a full TLS handshake
-each time, as the smoke test and most SDK calls outside a pool do) with TCP_NODELAY, as curl and the HTTP clients
-of the OpenAI SDK set it, and sends the request in one write; it streams one chat completion and times, from
-before the connect: the TCP connect, the TLS handshake (https), the response's headers and the first content chunk
-(TTFT). https and http alternate (ABBA), after warm-up requests on both; the medians, their difference and the
-handshake alone are printed, with every sample in --out (JSON).
+Each twin is the edge's own configuration (/etc/llmfleet/edge.cfg) with its ports moved, run as another HAProxy on
+the host for the measurement and stopped after it; the bench checks that nothing but TLS differs. Four variants:
 
-Why TCP_NODELAY and one write: Python's http.client (urllib) sends a request's headers and its body in two writes
-without TCP_NODELAY, so the body waits (Nagle) for the server's ACK of the headers, which the server delays. That
-stall showed up on the plain path only (an earlier version of this bench, built on urllib, measured https 14 ms
-against http 25 ms); --with-split-writes also measures that client, in the same run, to show it.
+    edge_https     the edge as deployed (TLS)
+    twin_http      its twin without TLS: the acceptance's pair with edge_https (same configuration bar TLS)
+    nodelay_https  a twin with TLS and `option http-no-delay`
+    nodelay_http   a twin without TLS and with `option http-no-delay`: with nodelay_https, what TLS itself costs
+
+Why four: over plain HTTP, HAProxy hands the kernel each piece of a response that is not finished with MSG_MORE
+(it waits for full segments), so the response's headers and first SSE chunks are held until more data comes, up to
+the kernel's 200 ms; its TLS layer writes each record at once. The edge's plain twin therefore delivers the first
+token later than the edge with TLS (the earlier version of this bench measured https 14 ms, http 25 ms), which is
+HAProxy's plain path, not TLS being free. `option http-no-delay` turns that off; the two no-delay twins, started
+alike, differ in TLS only.
+
+The client opens a new TCP connection for every request (a full TLS handshake each time, as the smoke test and most
+SDK calls outside a pool do) with TCP_NODELAY, as curl sets it, and sends the request in one write; it streams one
+chat completion and times, from before the connect: the TCP connect, the TLS handshake, the response's headers and
+the first content chunk (TTFT). Every round takes one sample of each variant in rotated order, after warm-up rounds.
+It prints the medians, the differences and the handshake alone (handshake done minus connected), with every sample
+in --out (JSON). --with-split-writes also measures urllib's way (headers and body in two writes, no TCP_NODELAY).
 """
 import argparse
 import json
