@@ -63,12 +63,15 @@ def _runs(connect, handshake, headers, ttfts):
 
 
 def test_the_report_gives_medians_quartiles_the_handshake_alone_and_the_overhead():
-    medians = tls_ttft.summarize({"edge_https": _runs(0.2, 2.0, 9.0, [20, 22, 500, 21, 19]),
-                                  "twin_http": _runs(0.2, 0.2, 30.0, [31, 30, 29, 400, 33])})
+    samples = {"edge_https": _runs(0.2, 2.0, 9.0, [20, 22, 500, 21, 19]),
+               "twin_http": _runs(0.2, 0.2, 30.0, [31, 30, 29, 400, 33])}
+    medians = tls_ttft.summarize(samples)
     assert medians["edge_https"]["ttft"] == 21 and medians["twin_http"]["ttft"] == 31
     assert medians["edge_https"]["tls_handshake"] == pytest.approx(1.8)
     assert medians["twin_http"]["tls_handshake"] == 0
     assert medians["edge_https"]["headers"] == 9.0
     assert (medians["edge_https"]["ttft_q1"], medians["edge_https"]["ttft_q3"]) == (19.5, 261.0)
-    assert tls_ttft.overhead(medians, "edge_https", "twin_http") == {
-        "https": "edge_https", "http": "twin_http", "ttft_ms": -10, "handshake_ms": pytest.approx(1.8)}
+    # Paired within each round: -11, -8, 471, -379, -14.
+    assert tls_ttft.overhead(medians, samples, "edge_https", "twin_http") == {
+        "https": "edge_https", "http": "twin_http", "ttft_ms": -10, "ttft_paired_ms": -11,
+        "handshake_ms": pytest.approx(1.8)}
