@@ -13,11 +13,15 @@ times from the task events. Needs `make testbed` first (reads .cache/testbed.env
 average and the ten slowest tasks of each run; asserts nothing about speed. The machine's load makes every number
 an upper bound: read them with the load average printed beside them.
 
-    .venv/bin/python tests/bench/p1_p2_deploy.py [--hosts 4] [--models 3] [--demo] [--keep] [--prefix llmfleet-bench]
+    .venv/bin/python tests/bench/p1_p2_deploy.py [--hosts 4] [--models 3 [--ab-rounds 3]] [--demo] [--keep]
+                                                 [--prefix llmfleet-bench] [--tasks-out tasks.json]
 
---models N also deploys one host serving N of the test bed's models at once (llmfleet_models: the tiny Qwen3-MoE, the
-tiny Llama, the tiny BERT on the pooling runner) and prints its cold deploy and no-op re-run beside the one-model
-host's, with the ratios and task-host pairs (issue #39 item 9).
+--hosts 0 skips the fleet. --models N also deploys one host serving N of the test bed's models at once
+(llmfleet_models: the tiny Qwen3-MoE, the tiny Llama, the tiny BERT on the pooling runner) and prints its cold deploy
+and no-op re-run beside the one-model host's, with the ratios and task-host pairs (issue #39 item 9): each cold run
+against the work it cannot avoid (max(pull, weights) + the engines' start, first start to last /health) and what the
+playbook adds to it (the overhead, compared). --ab-rounds N then re-runs the two hosts alternately N times each and
+prints the ratio of the medians: one pair of re-runs moves with the machine's load.
 
 The image pull runs in the background while the weights are placed (playbooks/model.yml), so "pull" is the span
 from the pull's start to the end of the wait for it: with the weights placed first it is max(pull, weights).
