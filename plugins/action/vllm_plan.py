@@ -19,7 +19,8 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profil
     NotModelledError, ProfileError, load_profiles, match_profile, normalize_config, profile_from_model_dir,
     read_model_dir, weights_from_index)
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.engine_args import engine_overrides
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.planner import PlanError, TABLE_HEADER, plan, table_row
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.planner import TABLE_HEADER, plan, table_row
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
 from ansible_collections.llmfleet.vllm.plugins.modules.vllm_plan import ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE
 
