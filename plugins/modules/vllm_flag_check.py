@@ -669,17 +669,18 @@ def _check_model(module, m, accelerator, img, facts, checked):
 
 
 def _check_models(module, p, models, img, flags, help_text, version, facts, result):
-    """Each model's checks in order (the environment once, with the first), as one check per model would run them:
-    a refused model does not stop the others. Returns (what each model's checks found, the refusals' messages, each
+    """Each model's checks in order (the environment once, with the first model that gets that far), as one check
+    per model would run them: a refused model does not stop the others. Returns (what each model's checks found, the refusals' messages, each
     named after its model when there are several)."""
-    checked_models, refusals = [], []
+    checked_models, refusals, env_to_check = [], [], bool(p["env"])
     for index, m in enumerate(models):
         checked = dict(model=m["model"], flags_checked=len(list(argv_flags(m["args"]))), problems=[], refusal=None,
                        head_dim=None)
         try:
             _check_flags(m, img, flags, help_text, version)
             _check_choices_and_runner(m, img, help_text, checked)
-            if index == 0 and p["env"]:
+            if env_to_check:
+                env_to_check = False
                 _check_env(module, p, img, facts, result)
             if m["model_dir"]:
                 _check_model(module, m, p["accelerator"], img, facts, checked)

@@ -82,3 +82,10 @@ def test_the_environment_is_checked_once_with_the_first_model():
 @pytest.mark.parametrize("given", [{"args": ["/m"]}, {"model": "chat"}, {"model_dir": "/srv/m"}])
 def test_models_take_no_options_of_the_one_model_form(given):
     assert any(set(pair) == {"models", next(iter(given))} for pair in FC.MUTUALLY_EXCLUSIVE)
+
+
+def test_the_environment_is_checked_with_the_next_model_when_the_first_is_refused_before():
+    typo = model(model="chat", args=["/models/chat", "--max-model-lenght", "2048"])
+    _checked, refusals, _result = check([typo, EMBED], facts={"envs": ["VLLM_CPU_KVCACHE_SPACE"]},
+                                        env={"VLLM_ENABLE_PREFIX_CACHING": "1"}, env_var="vllm_server_env")
+    assert [r.split(":")[0] for r in refusals] == ["chat", "embed"] and "vllm_server_env" in refusals[1]
