@@ -24,7 +24,7 @@ def hgx8():
 def test_tp_that_does_not_divide_the_heads_says_so_even_with_enough_gpus():
     # Eight GPUs are enough for 3: the problem is the 16 attention heads, and the message must say that.
     with pytest.raises(PlanError, match=r"tensor_parallel_size 3 is not possible .*does not divide the 16 "
-                                          r"attention heads; use one of 1, 2, 4, 8"):
+                                        r"attention heads; use one of 1, 2, 4, 8"):
         P.plan(hgx8(), FP8, max_model_len=32768, tensor_parallel_size=3)
 
 
