@@ -43,7 +43,7 @@ serve() {  # serve INSTANCE [SET]: start it, wait for /health 200 (480 s at most
   local cmd=("$PY" -m vllm.entrypoints.cli.main serve "$STAGE/models/$cfg" --served-model-name "$model"
              --host 127.0.0.1 --port "$port" --load-format dummy "${flags[@]}")
   echo "HARNESS_JSON {\"instance\": \"$i\", \"device_only\": [\"--load-format dummy\", \"--host\", \"--port\", \"--served-model-name\"], \"argv\": \"${cmd[*]:3}\"}" > "$log"
-  smi "before_$i"
+  smi "before_${set:+${set}_}$i"
   note "$i: start (port $port)"
   t0=$SECONDS
   setsid "${cmd[@]}" >> "$log" 2>&1 < /dev/null &
@@ -53,7 +53,7 @@ serve() {  # serve INSTANCE [SET]: start it, wait for /health 200 (480 s at most
 try: print(u.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2).status)
 except Exception: print(0)' "$port")" = 200 ]; then
       echo "HARNESS_HEALTHY {\"instance\": \"$i\", \"seconds\": $((SECONDS - t0))}" >> "$log"
-      note "$i: healthy after $((SECONDS - t0)) s"; smi "after_$i"; return 0
+      note "$i: healthy after $((SECONDS - t0)) s"; smi "after_${set:+${set}_}$i"; return 0
     fi
     kill -0 "$pid" 2>/dev/null || { note "$i: exited before healthy"; return 1; }
     sleep 2
