@@ -3,7 +3,9 @@ import json
 import os
 
 import pytest
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.llmfleet.vllm.plugins.modules import vllm_flag_check
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import serve_list as SV
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import model_list
 
@@ -168,11 +170,22 @@ SPEC_MODELS = [
 
 def test_the_flag_check_takes_each_model_with_the_entry_of_llmfleet_models_a_refusal_names():
     checked = SV.flag_check_models(SPEC_MODELS)
-    assert [(m["model"], m["runner"], m["convert"], m["model_dir"]) for m in checked] == [
+    assert [(m["model"], m["runner"], m.get("convert"), m["model_dir"]) for m in checked] == [
         ("chat", "generate", None, "/srv/llmfleet/models/chat"), ("embed", "pooling", "embed", "/srv/llmfleet/models/embed")]
     assert checked[0]["args"][-1] == "8001" and checked[0]["args_extra"] == {"max-model-len": 4096}
     assert (checked[1]["args_extra_var"], checked[1]["model_var"]) == ("args_extra of llmfleet_models embed",
                                                                        "llmfleet_models embed")
+
+
+def test_what_the_flag_check_is_given_passes_its_argument_spec_for_a_generate_and_a_pooling_model():
+    # A generate model has no convert: a null one is refused by the module's choices (ansible-core 2.19), which
+    # failed every deploy at the flag check.
+    one = {"model": "Qwen/Qwen3-0.6B", "args_extra": {}, "args_extra_var": "vllm_server_args_extra",
+           "model_dir": "/srv/llmfleet/model", "model_var": "llmfleet_model, model_weights_*"}
+    for checked in (SV.flag_check_models(SPEC_MODELS), SV.flag_check_models(SPEC_MODELS[:1], one)):
+        result = ArgumentSpecValidator(vllm_flag_check.ARGUMENT_SPEC).validate({"image": "vllm", "models": checked})
+        assert result.error_messages == []
+        assert [m["convert"] for m in result.validated_parameters["models"]] == [None, "embed"][:len(checked)]
 
 
 def test_a_host_of_one_model_is_checked_with_the_roles_own_variables():
