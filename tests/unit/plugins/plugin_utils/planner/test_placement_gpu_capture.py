@@ -160,9 +160,9 @@ HELP_ALL = os.path.join(GPU, "vllm-h200-2026-12-01", "vllm_serve_help_all.txt")
 def lora_placed_now(capture):
     """The LoRA set's placement by today's code, with its adapters' slots (vllm_placement's inputs' ``lora``)."""
     [spec] = specs(os.path.join(capture, "lora"))
+    adapters = [{"name": a, "rank": 16} for a in spec["adapters"]]
     entry = dict(name=spec["model"], model=spec["config"].replace("--", "/"),
-                 max_model_len=spec["planned"]["max_model_len"], adapters=[{"name": a, "rank": 16}
-                                                                            for a in spec["adapters"]])
+                 max_model_len=spec["planned"]["max_model_len"], adapters=adapters)
     checked = model_list([entry], gpu_count=1)
     arch = M.normalize_config(config(spec), entry["model"])
     profile = M.profile_from_model_dir(config(spec), weights_bytes=EM.weights_from_config(arch, None),
