@@ -107,16 +107,17 @@ def http(url, body=None, key=None, timeout=30):
         return exc.code, exc.read().decode()
 
 
-def servers():
-    """{server: {status, scur, check_status}} as the balancer sees them (HAProxy's stats CSV)."""
+def server_rows():
+    """Every server row of the balancer's stats (HAProxy's stats CSV): [{pxname, svname, status, scur, stot, ...}]."""
     csv = on(EDGE, "curl -fsS 'http://127.0.0.1:8404/stats;csv'").stdout
     header = csv.splitlines()[0][2:].split(",")
-    result = {}
-    for line in csv.splitlines()[1:]:
-        row = dict(zip(header, line.split(",")))
-        if row.get("pxname") == BACKEND and row["svname"] not in ("FRONTEND", "BACKEND"):
-            result[row["svname"]] = row
-    return result
+    rows = [dict(zip(header, line.split(","))) for line in csv.splitlines()[1:]]
+    return [row for row in rows if row.get("svname") not in (None, "FRONTEND", "BACKEND")]
+
+
+def servers():
+    """{server: {status, scur, check_status}} of the one-model backend as the balancer sees them."""
+    return {row["svname"]: row for row in server_rows() if row.get("pxname") == BACKEND}
 
 
 def wait_all_up(timeout=120):
@@ -734,12 +735,9 @@ def write_many_models(a):
 
 def backends_by_model():
     """{backend: {server: stats row}} of the balancer's per-model backends (llmfleet_model_<name>)."""
-    csv = on(EDGE, "curl -fsS 'http://127.0.0.1:8404/stats;csv'").stdout
-    header = csv.splitlines()[0][2:].split(",")
     out = {}
-    for line in csv.splitlines()[1:]:
-        row = dict(zip(header, line.split(",")))
-        if row.get("pxname", "").startswith("llmfleet_model_") and row["svname"] not in ("FRONTEND", "BACKEND"):
+    for row in server_rows():
+        if row.get("pxname", "").startswith("llmfleet_model_"):
             out.setdefault(row["pxname"], {})[row["svname"]] = row
     return out
 
