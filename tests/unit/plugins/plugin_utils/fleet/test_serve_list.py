@@ -168,7 +168,7 @@ SPEC_MODELS = [
 
 def test_the_flag_check_takes_each_model_with_the_entry_of_llmfleet_models_a_refusal_names():
     checked = SV.flag_check_models(SPEC_MODELS)
-    assert [(m["model"], m["runner"], m["convert"], m["model_dir"]) for m in checked] == [
+    assert [(m["model"], m["runner"], m.get("convert"), m["model_dir"]) for m in checked] == [
         ("chat", "generate", None, "/srv/llmfleet/models/chat"), ("embed", "pooling", "embed", "/srv/llmfleet/models/embed")]
     assert checked[0]["args"][-1] == "8001" and checked[0]["args_extra"] == {"max-model-len": 4096}
     assert (checked[1]["args_extra_var"], checked[1]["model_var"]) == ("args_extra of llmfleet_models embed",
@@ -182,3 +182,14 @@ def test_a_host_of_one_model_is_checked_with_the_roles_own_variables():
     assert {k: checked[k] for k in one} == one
     assert checked["args"] == ["/models/chat", "--served-model-name", "chat", "--port", "8001"]
     assert SV.flag_check_models([]) == []
+
+
+def test_the_module_accepts_every_model_the_flag_check_is_given():
+    """vllm_flag_check's own argument spec: a generative model (no convert) and a pooling one pass its validation (an
+    option given as None is checked against its choices, and failed every serve run of a generative model)."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+    from ansible_collections.llmfleet.vllm.plugins.modules.vllm_flag_check import ARGUMENT_SPEC
+    result = ArgumentSpecValidator(ARGUMENT_SPEC).validate({"image": "vllm/vllm-openai:v1",
+                                                            "models": SV.flag_check_models(SPEC_MODELS)})
+    assert result.error_messages == []
+    assert "convert" not in SV.flag_check_models(SPEC_MODELS)[0]
