@@ -217,10 +217,11 @@ def flag_check_models(models, one_model=None):
     checked = []
     for model in models or []:
         name = str(model.get("name") or "")
-        options = {"model": name, "args": [str(a) for a in model.get("check_argv") or []],
-                   "runner": model.get("runner"), "convert": model.get("convert") or None,
-                   "args_extra": model.get("args_extra"), "args_extra_var": "args_extra of llmfleet_models " + name,
-                   "model_dir": model.get("path"), "model_var": "llmfleet_models " + name}
-        # An option left out, not given as None: the module checks a None it is given against convert's choices.
-        checked.append(dict((k, v) for k, v in options.items() if v is not None))
+        item = {"model": name, "args": [str(a) for a in model.get("check_argv") or []], "runner": model.get("runner"),
+                "args_extra": model.get("args_extra"), "args_extra_var": "args_extra of llmfleet_models " + name,
+                "model_dir": model.get("path"), "model_var": "llmfleet_models " + name}
+        # Only a pooling model has one: the module's choices refuse a null convert (ansible-core 2.19).
+        if model.get("convert"):
+            item["convert"] = model["convert"]
+        checked.append(item)
     return [dict(model, **dict(one_model)) for model in checked] if one_model else checked
