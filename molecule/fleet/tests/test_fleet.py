@@ -192,9 +192,9 @@ def edge_url(host):
     return "https://%s:8000" % address(host)
 
 
-def balancer_and_edges(model=MODEL, hosts=GPUS):
-    """Traffic targets: the balancer and each host's edge, directly."""
-    return dict([("balancer", (balancer_url() + "/v1", model))] + [(h, (edge_url(h) + "/v1", model)) for h in hosts])
+def balancer_and_edges(model=MODEL):
+    """Traffic targets: the balancer and each serving host's edge, directly."""
+    return dict([("balancer", (balancer_url() + "/v1", model))] + [(h, (edge_url(h) + "/v1", model)) for h in GPUS])
 
 
 def roll_under_load(*extra):
@@ -853,7 +853,7 @@ def test_with_mutual_tls_an_edge_answers_the_balancer_and_no_client_without_its_
         "edge_with_the_balancers_certificate_and_key": on(EDGE, probe % (
             "--cert /etc/llmfleet/tls/balancer.pem -H 'Authorization: Bearer %s'" % API_KEY), check=False).stdout,
         "edge_without_certificate_with_key": on(EDGE, probe % ("-H 'Authorization: Bearer %s'" % API_KEY),
-                                                 check=False).stdout,
+                                                check=False).stdout,
         "edge_without_certificate_or_key": on(EDGE, probe % "", check=False).stdout}
     record("mutual_tls", answers)
     # Prometheus (on the balancer's host, off the serving hosts) presents its own certificate: it still scrapes every
