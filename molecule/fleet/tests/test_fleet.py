@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import ssl
 import subprocess
 import sys
@@ -46,6 +47,9 @@ STREAM_TOKENS = int(os.environ.get("LLMFLEET_FLEET_STREAM_TOKENS", "300"))
 STREAM_WORKERS = int(os.environ.get("LLMFLEET_FLEET_STREAM_WORKERS", "2"))
 REPORT = os.path.join(PROJECT, ".cache", "fleet-report.json")
 RESULTS = {}
+# The inventory directory of many models, once the fleet serves them (test_the_fleet_serves_...): passed to every later
+# playbook run as a second inventory source.
+_MANY = []
 
 pytestmark = pytest.mark.skipif(not (V1 and V2 and BROKEN), reason="needs the test bed (make testbed)")
 
@@ -71,14 +75,17 @@ CURL = "curl --cacert %s" % CA
 _TRUSTED = []
 
 
-def trust_fleet_ca():
-    """Install an opener that verifies https:// against the fleet's CA (read from the balancer host), once."""
-    if not _TRUSTED:
+def trust_fleet_ca(again=False):
+    """Install an opener that verifies https:// against the fleet's CA (read from the balancer host), once; again:
+    read it anew and trust it beside every CA trusted before (a client given a CA rotation's bundle). Loops in flight
+    pick the new opener up on their next request."""
+    if not _TRUSTED or again:
+        bundle = "".join(open(path).read() for path in _TRUSTED[:1]) + on(EDGE, "cat %s" % CA).stdout
         with tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False) as fh:
-            fh.write(on(EDGE, "cat %s" % CA).stdout)
+            fh.write(bundle)
         context = ssl.create_default_context(cafile=fh.name)
         urllib.request.install_opener(urllib.request.build_opener(urllib.request.HTTPSHandler(context=context)))
-        _TRUSTED.append(fh.name)
+        _TRUSTED[:] = [fh.name]
     return _TRUSTED[0]
 
 
@@ -100,16 +107,17 @@ def http(url, body=None, key=None, timeout=30):
         return exc.code, exc.read().decode()
 
 
-def servers():
-    """{server: {status, scur, check_status}} as the balancer sees them (HAProxy's stats CSV)."""
+def server_rows():
+    """Every server row of the balancer's stats (HAProxy's stats CSV): [{pxname, svname, status, scur, stot, ...}]."""
     csv = on(EDGE, "curl -fsS 'http://127.0.0.1:8404/stats;csv'").stdout
     header = csv.splitlines()[0][2:].split(",")
-    result = {}
-    for line in csv.splitlines()[1:]:
-        row = dict(zip(header, line.split(",")))
-        if row.get("pxname") == BACKEND and row["svname"] not in ("FRONTEND", "BACKEND"):
-            result[row["svname"]] = row
-    return result
+    rows = [dict(zip(header, line.split(","))) for line in csv.splitlines()[1:]]
+    return [row for row in rows if row.get("svname") not in (None, "FRONTEND", "BACKEND")]
+
+
+def servers():
+    """{server: {status, scur, check_status}} of the one-model backend as the balancer sees them."""
+    return {row["svname"]: row for row in server_rows() if row.get("pxname") == BACKEND}
 
 
 def wait_all_up(timeout=120):
@@ -134,8 +142,11 @@ def digest(ref):
 
 
 def playbook(name, *extra):
-    """Run one of the collection's playbooks against the scenario's inventory, the way a user would."""
+    """Run one of the collection's playbooks against the scenario's inventory, the way a user would (with the
+    inventory of many models beside it, once the fleet serves them)."""
     inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    if _MANY:
+        extra = ("-i", _MANY[0]) + extra
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(PROJECT, "collections"),
                ANSIBLE_ROLES_PATH=os.path.join(PROJECT, "roles"), ANSIBLE_CONFIG=os.path.join(PROJECT, "ansible.cfg"),
                ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3", ANSIBLE_CALLBACK_RESULT_FORMAT="json",
@@ -146,6 +157,44 @@ def playbook(name, *extra):
     result = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
     result.seconds = round(time.monotonic() - started, 1)
     return result
+
+
+class Traffic:
+    """Request loops and long streams in flight at once to several endpoints: {label: (base URL incl. /v1, model)}.
+    stop() -> {label: request summary with its streams' under "streams"}, and the totals under "all"."""
+
+    def __init__(self, targets, workers=1, streams=1):
+        self.loops = {label: (RequestLoop(url, model, API_KEY, max_requests=LOOP_REQUESTS, max_seconds=LOOP_SECONDS,
+                                          workers=workers, pause=0.2, timeout=60, vary_prompt=True),
+                              StreamLoop(url, model, API_KEY, workers=streams, max_tokens=STREAM_TOKENS,
+                                         max_seconds=LOOP_SECONDS, timeout=300))
+                      for label, (url, model) in targets.items()}
+
+    def start(self):
+        for requests, streams in self.loops.values():
+            requests.start()
+            streams.start()
+        return self
+
+    def stop(self):
+        out = {}
+        for label, (requests, streams) in self.loops.items():
+            out[label] = requests.stop()
+            out[label]["streams"] = streams.stop()
+        out["all"] = {key: sum(s[key] for s in out.values()) for key in ("sent", "ok", "failed")}
+        out["all"].update({"streams": sum(s["streams"]["streams"] for s in list(out.values())[:-1]),
+                           "cut": sum(s["streams"]["cut"] + s["streams"]["failed"] for s in list(out.values())[:-1])})
+        return out
+
+
+def edge_url(host):
+    trust_fleet_ca()
+    return "https://%s:8000" % address(host)
+
+
+def balancer_and_edges(model=MODEL):
+    """Traffic targets: the balancer and each serving host's edge, directly."""
+    return dict([("balancer", (balancer_url() + "/v1", model))] + [(h, (edge_url(h) + "/v1", model)) for h in GPUS])
 
 
 def roll_under_load(*extra):
@@ -440,26 +489,39 @@ def presented_certificates():
     return {"%s:%d" % l: ssl.get_server_certificate(l) for l in listeners}
 
 
+def serve_and_balance(*extra):
+    """The serve stage (site.yml --tags model,serve: serve.yml alone lacks the image and model directory the model stage
+    publishes), then fleet.yml, as a user rolls out a new certificate: (serve result, fleet result)."""
+    serve = playbook("site.yml", "--tags", "model,serve", *extra)
+    fleet = playbook("fleet.yml", *extra) if serve.returncode == 0 else serve
+    return serve, fleet
+
+
+def assert_no_request_failed(summary):
+    """Every loop of a Traffic summary: no request failed, no stream cut, and each endpoint answered."""
+    for label, loop in summary.items():
+        if label != "all":
+            assert loop["failed"] == 0, (label, loop)
+            assert loop["ok"] >= 3, (label, loop)
+            assert loop["streams"]["cut"] == 0 and loop["streams"]["failed"] == 0, (label, loop["streams"])
+            assert loop["streams"]["ok"] >= 1, (label, loop["streams"])
+
+
 def test_new_certificates_are_picked_up_by_a_reload_without_a_failed_request():
     """Issue 41: every host's certificate signed again (the controller's copies removed, as a renewal does) and rolled
-    out by the serve stage (site.yml --tags model,serve: serve.yml alone lacks the image and model directory the model
-    stage publishes) and fleet.yml while requests and long streams go through the balancer: the edges and the balancer
-    reload, present the new certificates, no request fails and no stream is cut; the replicas are not restarted."""
+    out by the serve stage and fleet.yml while requests and long streams go through the balancer and straight to each
+    host's edge: the edges and the balancer reload, present the new certificates, no request fails and no stream is
+    cut; the replicas are not restarted."""
     hosts_dir = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "tls", "hosts")
     before, replicas = presented_certificates(), {h: container(h) for h in GPUS}
     for name in os.listdir(hosts_dir):
         if name.endswith(".crt"):
             os.remove(os.path.join(hosts_dir, name))
-    loop = RequestLoop(balancer_url() + "/v1", MODEL, API_KEY, max_requests=LOOP_REQUESTS, max_seconds=LOOP_SECONDS,
-                       workers=2, pause=0.2, timeout=60, vary_prompt=True).start()
-    streams = StreamLoop(balancer_url() + "/v1", MODEL, API_KEY, workers=STREAM_WORKERS, max_tokens=STREAM_TOKENS,
-                         max_seconds=LOOP_SECONDS, timeout=300).start()
+    traffic = Traffic(balancer_and_edges(), workers=1, streams=1).start()
     try:
-        serve = playbook("site.yml", "--tags", "model,serve")
-        fleet = playbook("fleet.yml")
+        serve, fleet = serve_and_balance()
     finally:
-        summary = loop.stop()
-        summary["streams"] = streams.stop()
+        summary = traffic.stop()
     after = presented_certificates()
     record("tls_rotation", {"serve_seconds": serve.seconds, "fleet_seconds": fleet.seconds, "requests": summary,
                             "listeners_renewed": sorted(l for l in after if after[l] != before[l])})
@@ -467,9 +529,59 @@ def test_new_certificates_are_picked_up_by_a_reload_without_a_failed_request():
     assert fleet.returncode == 0, fleet.stdout[-3000:]
     assert all(after[l] != before[l] for l in before), "a listener still presents its old certificate"
     assert {h: container(h) for h in GPUS} == replicas, "a replica was restarted for a new certificate"
-    assert summary["failed"] == 0, summary
-    assert summary["ok"] >= 5, summary
-    assert summary["streams"]["cut"] == 0 and summary["streams"]["failed"] == 0, summary["streams"]
+    assert_no_request_failed(summary)
+
+
+def certificates_in(pem):
+    return pem.count("-----BEGIN CERTIFICATE-----")
+
+
+def verified_by(ca_pem):
+    """{listener: True when its certificate verifies against ca_pem alone (and names the address dialled)}."""
+    context = ssl.create_default_context(cadata=ca_pem)
+    out = {}
+    for listener in presented_certificates():
+        host, port = listener.rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=10) as raw:
+                with context.wrap_socket(raw, server_hostname=host):
+                    out[listener] = True
+        except ssl.SSLError:
+            out[listener] = False
+    return out
+
+
+def test_a_ca_rotation_with_overlap_fails_no_request():
+    """Issue 41 item 4: the fleet's CA rotated in its three phases (llmfleet_tls_ca_rotation start, finish, end; each the
+    serve stage then fleet.yml) while requests and streams go through the balancer and straight to the edges. The
+    client takes the hosts' bundle after start (docs/SECURITY.md: give your clients the bundle), as a user's would:
+    no request fails, no stream is cut, no replica restarts; at the end every listener verifies against the new CA
+    alone and no host trusts the old one."""
+    old_ca = on(EDGE, "cat %s" % CA).stdout
+    replicas = {h: container(h) for h in GPUS}
+    phases = {}
+    traffic = Traffic(balancer_and_edges(), workers=1, streams=1).start()
+    try:
+        for phase in ("start", "finish", "end"):
+            serve, fleet = serve_and_balance("-e", "llmfleet_tls_ca_rotation=%s" % phase)
+            bundles = [on(h, "cat %s" % CA).stdout for h in GPUS + [EDGE]]
+            phases[phase] = {"rc": [serve.returncode, fleet.returncode], "seconds": [serve.seconds, fleet.seconds],
+                             "cas_trusted": [certificates_in(b) for b in bundles]}
+            assert serve.returncode == 0, (phase, serve.stdout[-3000:])
+            assert fleet.returncode == 0, (phase, fleet.stdout[-3000:])
+            assert len(set(bundles)) == 1, (phase, "the hosts trust different CAs")
+            if phase == "start":
+                trust_fleet_ca(again=True)  # the client gets the bundle: the current and the next CA
+    finally:
+        summary = traffic.stop()
+    new_ca = on(EDGE, "cat %s" % CA).stdout
+    record("tls_ca_rotation", {"phases": phases, "requests": summary, "verified_by_new_ca_alone": verified_by(new_ca)})
+    assert [p["cas_trusted"][0] for p in phases.values()] == [2, 2, 1], phases
+    assert certificates_in(new_ca) == 1 and new_ca != old_ca
+    assert all(verified_by(new_ca).values()), verified_by(new_ca)
+    assert not any(verified_by(old_ca).values()), "a listener still presents a certificate of the old CA"
+    assert {h: container(h) for h in GPUS} == replicas, "a replica was restarted for a new CA"
+    assert_no_request_failed(summary)
 
 
 def test_alert_rules_pass_their_promtool_unit_tests():
@@ -589,3 +701,173 @@ def test_prometheus_sees_every_target_up_after_the_rolls():
         time.sleep(5)
     record("prometheus_targets_up_at_end", "%d/%d" % (len(up), len(active)))
     assert len(up) == len(active) == 7
+
+
+# Many models in the fleet (issue #39's fleet case): model A (the tiny Qwen3-MoE, served as "tiny") on both hosts, model
+# B (the tiny Llama) on the first host only. A user's inventory: llmfleet_models for the fleet in group_vars/all (the
+# balancer routes by model because the list is defined), and the first host's own list in its host_vars.
+LLAMA_REPO, _AT, LLAMA_COMMIT = next((r.partition("@") for r in os.environ.get("LLMFLEET_TEST_HUB_ARCH_REPOS", "").split(",")
+                                     if r.startswith("llmfleet-test/tiny-llama@")), ("", "", ""))
+MODEL_B = "tiny-llama"
+
+
+def model_a(**changes):
+    return dict({"name": MODEL, "model": HUB_REPO, "revision": HUB_COMMIT, "weights_dir": WEIGHTS_DIR,
+                 "max_model_len": 512}, **changes)
+
+
+def model_b():
+    return {"name": MODEL_B, "model": LLAMA_REPO, "revision": LLAMA_COMMIT, "max_model_len": 256}
+
+
+def write_many_models(a):
+    """The inventory directory of many models (a: model A's entry): A everywhere, A and B on the first host."""
+    root = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "many-models-inventory")
+    for sub, name, data in (("group_vars", "all", {"llmfleet_models": [a]}),
+                            ("host_vars", GPUS[0], {"llmfleet_models": [a, model_b()]})):
+        os.makedirs(os.path.join(root, sub), exist_ok=True)
+        with open(os.path.join(root, sub, name + ".yml"), "w") as handle:
+            json.dump(data, handle)  # JSON is YAML
+    with open(os.path.join(root, "hosts.yml"), "w") as handle:
+        json.dump({"all": {"hosts": dict((h, None) for h in GPUS + [EDGE])}}, handle)
+    _MANY[:] = [root]
+
+
+def backends_by_model():
+    """{backend: {server: stats row}} of the balancer's per-model backends (llmfleet_model_<name>)."""
+    out = {}
+    for row in server_rows():
+        if row.get("pxname", "").startswith("llmfleet_model_"):
+            out.setdefault(row["pxname"], {})[row["svname"]] = row
+    return out
+
+
+def instance(host, name):
+    """(image, start time, running) of a model's replica 0 on a host, or None where it has none."""
+    out = on(host, "docker inspect --format '{{.Config.Image}} {{.State.StartedAt}} {{.State.Running}}' "
+             "llmfleet-vllm-%s-0" % name, check=False).stdout.split()
+    return (out[0], out[1], out[2] == "true") if len(out) == 3 else None
+
+
+def chat(base, model, key=API_KEY):
+    return http(base + "/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": "hi"}],
+                                                "max_tokens": 4}, key=key)
+
+
+@pytest.mark.skipif(not (HUB_REPO and LLAMA_REPO), reason="needs the test bed's hub mirror with the tiny Llama")
+def test_the_fleet_serves_model_a_on_both_hosts_and_model_b_on_one_behind_one_endpoint():
+    """site.yml then fleet.yml with the inventory of many models: each host runs its models' replicas, and the balancer's
+    one https endpoint routes A to both hosts' edges and B to the first host's only; /v1/models lists both; the second
+    host's edge knows no B."""
+    write_many_models(model_a())
+    site = playbook("site.yml")
+    fleet = playbook("fleet.yml") if site.returncode == 0 else site
+    record("many_models_converge", {"site_seconds": site.seconds, "fleet_seconds": fleet.seconds})
+    assert site.returncode == 0, site.stdout[-6000:]
+    assert fleet.returncode == 0, fleet.stdout[-6000:]
+    assert all(instance(h, MODEL) and instance(h, MODEL)[2] for h in GPUS)
+    assert instance(GPUS[0], MODEL_B)[2] and instance(GPUS[1], MODEL_B) is None
+    # The balancer: one backend per model, A over both hosts' edges, B over the first host's only.
+    backends = backends_by_model()
+    assert {b: sorted(s) for b, s in backends.items()} == {
+        "llmfleet_model_" + MODEL: sorted("%s-%s" % (h, MODEL) for h in GPUS),
+        "llmfleet_model_" + MODEL_B: ["%s-%s" % (GPUS[0], MODEL_B)]}, backends
+    base = balancer_url()
+    status, text = http(base + "/v1/models", key=API_KEY)
+    assert status == 200 and sorted(m["id"] for m in json.loads(text)["data"]) == sorted([MODEL, MODEL_B]), text
+    before = {b: {n: int(r["stot"]) for n, r in s.items()} for b, s in backends.items()}
+    answers = [chat(base, m) for m in [MODEL] * 8 + [MODEL_B] * 4]
+    assert all(status == 200 for status, _text in answers), answers
+    assert [json.loads(t)["model"] for _s, t in answers] == [MODEL] * 8 + [MODEL_B] * 4
+    after = {b: {n: int(r["stot"]) for n, r in s.items()} for b, s in backends_by_model().items()}
+    moved = {b: {n: after[b][n] - before[b][n] for n in after[b]} for b in after}
+    record("many_models_routing", moved)
+    assert all(count > 0 for count in moved["llmfleet_model_" + MODEL].values()), moved
+    assert moved["llmfleet_model_" + MODEL_B] == {"%s-%s" % (GPUS[0], MODEL_B): 4}, moved
+    # Straight to the edges: the first host answers B, the second knows no B (404 naming what it serves).
+    assert chat(edge_url(GPUS[0]), MODEL_B)[0] == 200
+    status, text = chat(edge_url(GPUS[1]), MODEL_B)
+    assert status == 404 and MODEL_B not in json.loads(text)["error"]["message"].split(":")[-1], text
+    wait_for_model_backends_up()
+
+
+def wait_for_model_backends_up(timeout=180):
+    deadline = time.monotonic() + timeout
+    while True:
+        state = {n: r["status"] for s in backends_by_model().values() for n, r in s.items()}
+        if state and set(state.values()) == {"UP"}:
+            return state
+        assert time.monotonic() < deadline, "not every model's server UP behind the balancer: %s" % state
+        time.sleep(2)
+
+
+@pytest.mark.skipif(not (HUB_REPO and LLAMA_REPO), reason="needs the test bed's hub mirror with the tiny Llama")
+def test_a_rolling_upgrade_of_model_a_fails_no_request_and_leaves_model_b_untouched():
+    """upgrade.yml -e upgrade_models=[A] with a change to A's entry (an environment variable of its own) while requests
+    and streams of A and of B go through the balancer: A's replicas restart on both hosts one host at a time with no
+    failed request and no cut stream; B's container keeps its start time and B's requests all succeed."""
+    assert _MANY, "runs after test_the_fleet_serves_model_a_on_both_hosts_and_model_b_on_one_behind_one_endpoint"
+    a_before = {h: instance(h, MODEL) for h in GPUS}
+    b_before = instance(GPUS[0], MODEL_B)
+    write_many_models(model_a(env={"LLMFLEET_ROLL_MARK": "1"}))
+    traffic = Traffic({"model_a": (balancer_url() + "/v1", MODEL), "model_b": (balancer_url() + "/v1", MODEL_B)},
+                      workers=2, streams=1).start()
+    try:
+        result = playbook("upgrade.yml", "-e", json.dumps({"upgrade_models": [MODEL]}))
+    finally:
+        summary = traffic.stop()
+    times = host_times(result.stdout)
+    a_after = {h: instance(h, MODEL) for h in GPUS}
+    b_after = instance(GPUS[0], MODEL_B)
+    record("roll_model_a", {"playbook_rc": result.returncode, "playbook_seconds": result.seconds, "requests": summary,
+                            "seconds_per_host": {h: t[0] for h, t in times.items()},
+                            "model_b_started_at": [b_before[1], b_after and b_after[1]],
+                            "model_a_started_at": {h: [a_before[h][1], a_after[h] and a_after[h][1]] for h in GPUS}})
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert sorted(times) == GPUS
+    assert all(a_after[h][2] and a_after[h][1] != a_before[h][1] for h in GPUS), (a_before, a_after)
+    assert b_after == b_before, "model B's container was restarted by a roll of model A"
+    for host in GPUS:
+        assert "LLMFLEET_ROLL_MARK" in on(host, "cat /etc/llmfleet/vllm-%s-0.env" % MODEL).stdout
+    assert "LLMFLEET_ROLL_MARK" not in on(GPUS[0], "cat /etc/llmfleet/vllm-%s-0.env" % MODEL_B).stdout
+    assert_no_request_failed(summary)
+    wait_for_model_backends_up()
+
+
+@pytest.mark.skipif(not (HUB_REPO and LLAMA_REPO), reason="needs the test bed's hub mirror with the tiny Llama")
+def test_with_mutual_tls_an_edge_answers_the_balancer_and_no_client_without_its_certificate():
+    """Issue 41 item 3 (llmfleet_tls_mutual): turned on for the fleet (the balancer first, so that it presents its
+    certificate before any edge asks for one), every model still answers through the balancer; straight at an edge
+    from another host, the balancer's certificate with a key gets a model, and no certificate gets 403 with or
+    without a key."""
+    mutual = ("-e", "llmfleet_tls_mutual=true")
+    fleet = playbook("fleet.yml", *mutual)
+    serve = playbook("site.yml", "--tags", "model,serve", *mutual) if fleet.returncode == 0 else fleet
+    assert fleet.returncode == 0, fleet.stdout[-6000:]
+    assert serve.returncode == 0, serve.stdout[-6000:]
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    probe = ("%s -s -o /dev/null -w '%%%%{http_code}' -m 30 %%s -H 'Content-Type: application/json' -d '%s' "
+             "https://%s:8000/v1/chat/completions" % (CURL, body, address(GPUS[1])))
+    answers = {
+        "balancer": chat(balancer_url(), MODEL)[0], "balancer_model_b": chat(balancer_url(), MODEL_B)[0],
+        "edge_with_the_balancers_certificate_and_key": on(EDGE, probe % (
+            "--cert /etc/llmfleet/tls/balancer.pem -H 'Authorization: Bearer %s'" % API_KEY), check=False).stdout,
+        "edge_without_certificate_with_key": on(EDGE, probe % ("-H 'Authorization: Bearer %s'" % API_KEY),
+                                                check=False).stdout,
+        "edge_without_certificate_or_key": on(EDGE, probe % "", check=False).stdout}
+    record("mutual_tls", answers)
+    # Prometheus (on the balancer's host, off the serving hosts) presents its own certificate: it still scrapes every
+    # edge (a scrape that began before the edges asked for certificates may still show; the next ones count).
+    time.sleep(15)
+    deadline = time.monotonic() + 60
+    while True:
+        active = json.loads(on(EDGE, "curl -fsS http://127.0.0.1:9090/api/v1/targets?state=active").stdout)[
+            "data"]["activeTargets"]
+        vllm = [(t["scrapeUrl"], t["health"], t["lastError"]) for t in active if t["labels"]["job"] == "vllm"]
+        if all(health == "up" for _url, health, _error in vllm) or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    record("mutual_tls_prometheus_vllm_targets", vllm)
+    assert len(vllm) == 3 and all(health == "up" for _url, health, _error in vllm), vllm
+    assert answers == {"balancer": 200, "balancer_model_b": 200, "edge_with_the_balancers_certificate_and_key": "200",
+                       "edge_without_certificate_with_key": "403", "edge_without_certificate_or_key": "403"}, answers

@@ -95,3 +95,27 @@ def test_the_loader_keeps_ansible_tagged_values_as_text(tmp_path):
     path = tmp_path / "vars.yml"
     path.write_text("a: !unsafe '{{ not templated }}'\nb: ['{{ x | y }}']\n")
     assert sorted(E.strings(E.load(str(path)))) == ["a", "b", "{{ not templated }}", "{{ x | y }}"]
+
+
+# Jinja's map(attribute=..., default=X) puts X in for a missing attribute only when X is not None: default=none keeps
+# the Undefined, and a host that lacks the fact (one that did not run the include: a model served on some hosts only)
+# fails the expression.
+NONE_DEFAULT = re.compile(r"map\(\s*attribute=[^)]*default=(none|None)\b")
+
+
+def test_map_attribute_defaults_are_not_none():
+    found = ["%s: %s" % (os.path.relpath(path, ROOT), text) for path in EXPRESSION_FILES
+             for text in E.strings(E.load(path)) if NONE_DEFAULT.search(text)]
+    assert found == [], "default=none is no default in map(attribute=...): use false, {} or []:\n%s" % "\n".join(found)
+
+
+def test_jinja_map_leaves_a_none_default_out():
+    """Why the rule above: with default=none a missing attribute stays undefined; with false it is false."""
+    import jinja2
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    hosts = [{"info": {"host": "a"}}, {}]
+    assert env.from_string("{{ hosts | map(attribute='info', default=false) | list }}").render(hosts=hosts) == \
+        "[{'host': 'a'}, False]"
+    left = "{{ (hosts | map(attribute='info', default=%s) | list)[1] is undefined }}"
+    assert env.from_string(left % "none").render(hosts=hosts) == "True"
+    assert env.from_string(left % "false").render(hosts=hosts) == "False"

@@ -37,6 +37,8 @@ def render(template, **values):
     defaults["monitoring_api_key"] = ""
     # llmfleet_tls's default, as Ansible templates it.
     defaults["monitoring_tls"] = True
+    # llmfleet_tls_mutual's default.
+    defaults["monitoring_tls_mutual"] = False
     defaults.update(values, ansible_managed="Ansible managed", __monitoring_names=names())
     return env.get_template(template).render(defaults) + "\n"
 
@@ -123,3 +125,19 @@ def test_the_edges_are_scraped_over_tls_verified_against_the_fleet_ca_unless_tls
                                   monitoring_tls=False))
     vllm = next(job for job in plain["scrape_configs"] if job["job_name"] == "vllm")
     assert "scheme" not in vllm and "tls_config" not in vllm
+
+
+def test_with_mutual_tls_prometheus_presents_its_certificate_to_the_edges():
+    """llmfleet_tls_mutual: an edge refuses a client off its host without a certificate the fleet's CA signed; Prometheus
+    scrapes the edges from the monitoring host, so it presents one (the role installs it where these paths say)."""
+    backends = model_backends([model_host("gpu1", "10.0.0.1", [("chat", 8001)])])
+    mutual = yaml.safe_load(render("prometheus.yml.j2", __monitoring_vllm_targets_effective=backends,
+                                   __monitoring_node_hosts=[], __monitoring_balancer_hosts=[], __monitoring_addresses={},
+                                   monitoring_tls_mutual=True))
+    vllm = next(job for job in mutual["scrape_configs"] if job["job_name"] == "vllm")
+    assert vllm["tls_config"] == {"ca_file": "/etc/prometheus/llmfleet-ca.crt",
+                                  "cert_file": "/etc/prometheus/llmfleet-client.crt",
+                                  "key_file": "/etc/prometheus/llmfleet-client.key"}
+    # Off (the default): the CA only, as before.
+    vllm = next(job for job in scrape_config(backends)["scrape_configs"] if job["job_name"] == "vllm")
+    assert vllm["tls_config"] == {"ca_file": "/etc/prometheus/llmfleet-ca.crt"}
