@@ -108,7 +108,7 @@ def _replica_model_fields(serving):
 def fleet_backends(members, by_model=False):
     """Every replica of every serving host, in inventory order, as the balancer and Prometheus see them.
 
-    Each result: {name, host, replica, address, port, served_model_name, exposed, tls}; exposed is True when the
+    Each result: {name, host, replica, address, port, served_model_name, exposed, tls, runner}; exposed is True when the
     replica answers on every address of its host (bound to 0.0.0.0), i.e. clients can go around the balancer.
     A headless rank of a model served over several hosts (serving.json's multinode.is_leader false) is no member:
     its group is one replica, the leader's.
@@ -153,6 +153,8 @@ def fleet_backends(members, by_model=False):
                 "exposed": _exposed(serving, index),
                 # Its edge speaks TLS (the host's URLs are https://): the balancer dials it with TLS too.
                 "tls": any(str(u).startswith("https://") for u in serving.get("base_urls") or []),
+                # a host serving the one-model shorthand (a fleet on its way to routing by model) serves a generator
+                "runner": "generate",
             })
             backends[-1].update(models.get(str(replica.get("name", index))) or {})
     if len(names) > 1 and not by_model:

@@ -144,6 +144,18 @@ def test_with_many_models_each_replica_carries_its_model_and_the_hosts_edge_port
                               {"host": "gpu2", "address": "10.0.0.2", "serving": dict(MANY, served_model_name="emb")}])
 
 
+def test_a_host_still_on_the_one_model_shorthand_is_a_generator_beside_a_host_of_many():
+    # a fleet moving to llmfleet_models host by host: the balancer routes by model while a host still serves the
+    # shorthand; its smoke test picks a generative model by each backend's runner, which every backend must carry
+    backends = fleet.fleet_backends([{"host": "gpu1", "address": "10.0.0.1", "serving": MANY},
+                                     {"host": "gpu2", "address": "10.0.0.2",
+                                      "serving": serving(["http://10.0.0.2:8000/v1"], [8000], name="chat")}],
+                                    by_model=True)
+    assert [(b["name"], b["runner"]) for b in backends] == [
+        ("gpu1-chat-0", "generate"), ("gpu1-emb-0", "pooling"), ("gpu2-0", "generate")]
+    assert [b["name"] for b in backends if b["runner"] != "pooling"] == ["gpu1-chat-0", "gpu2-0"]
+
+
 def test_haproxy_show_stat_rejects_other_text():
     with pytest.raises(fleet.FleetError, match="show stat"):
         fleet.haproxy_servers("Unknown command", "llmfleet_vllm")
