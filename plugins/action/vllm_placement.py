@@ -22,7 +22,7 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list imp
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import hub_metadata as H
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.engine_args import engine_overrides
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import DEFAULT_MAX_LORA_RANK
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import planned_lora
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.pooling import pooling_attention, pooling_features
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import ProfileError, read_model_dir
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.placement import (
@@ -90,9 +90,7 @@ def _inputs(args, index, entry, profiles):
                                      **(plan_args["features"] or {}))
     out = {"profile": profile, "plan_args": plan_args, "alternatives": list(profiles.values())}
     if entry["adapters"]:
-        # vLLM's LoRA slots, planned at the adapters' rank when the entry gives it, else at vLLM's default rank
-        out["lora"] = {"max_loras": len(entry["adapters"]), "max_lora_rank": max(
-            int((a.get("rank") if isinstance(a, dict) else None) or DEFAULT_MAX_LORA_RANK) for a in entry["adapters"])}
+        out["lora"] = planned_lora(entry["adapters"])
     return out
 
 

@@ -24,6 +24,7 @@ import re
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks import runner_flags as RF
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import instance_name
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import planned_lora
 
 # What a list entry on the CPU engine takes from the host's plan (the shorthand's CPU KV bytes and context); the
 # rest of that plan's flags belong to the shorthand's model.
@@ -134,7 +135,20 @@ def entry_adapters(entry, serve):
             raise ServeListError("%s: %s" % (where, exc))
         out.append({"name": name, "path": "%s/%s" % (CONTAINER_ADAPTERS_DIR, name), "host_path": str(host_path),
                     "rank": rank})
-    return out
+    return _within_planned_rank(entry, out)
+
+
+def _within_planned_rank(entry, adapters):
+    """``adapters`` when their largest rank is within the rank the placement sized the LoRA slots for; else a
+    refusal: with --kv-cache-memory-bytes fixed, larger slots would take memory the plan gave the KV cache."""
+    planned = (planned_lora(entry.get("adapters")) or {}).get("max_lora_rank", 0)
+    over = [a for a in adapters if a["rank"] > planned]
+    if over:
+        raise ServeListError(
+            "llmfleet_models entry %s adapter %s has rank %d (its adapter_config.json), above the rank %d its LoRA "
+            "memory was planned for: set `rank: %d` on that adapter in llmfleet_models, so the placement takes its "
+            "slots out of the KV cache" % (entry["name"], over[0]["name"], over[0]["rank"], planned, over[0]["rank"]))
+    return adapters
 
 
 def served_flags(entry, table, adapters):

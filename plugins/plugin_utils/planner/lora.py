@@ -75,6 +75,16 @@ def profile_config(profile):
                 sizes.get("intermediate_size"), "shared_expert_intermediate_size": sizes.get("shared_intermediate_size")}
 
 
+def planned_lora(adapters):
+    """The LoRA slots an entry's ``adapters`` are planned with before they are fetched: {max_loras, max_lora_rank},
+    the rank each adapter declares (``rank``) or vLLM's default; None without adapters.  The serve stage refuses an
+    adapter whose own rank is above it (serve_list.entry_adapters): its slots would eat KV cache the plan promised."""
+    if not adapters:
+        return None
+    ranks = [int((a.get("rank") if isinstance(a, dict) else None) or DEFAULT_MAX_LORA_RANK) for a in adapters]
+    return {"max_loras": len(adapters), "max_lora_rank": max(ranks)}
+
+
 def with_lora(plan, lora_bytes):
     """``plan`` with ``lora_bytes`` per GPU taken from its KV cache (vLLM allocates the LoRA slots before it sizes the
     KV cache): the KV bytes, tokens and concurrency shrink in proportion; it no longer fits when what is left does

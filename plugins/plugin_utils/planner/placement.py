@@ -387,6 +387,8 @@ def _one_model(host, entry):
                       **given.get("plan_args", {}))
     except PlanError as exc:
         return _result(host, ["%s does not fit: %s." % (entry["name"], exc)], one_model=True)
+    # vLLM allocates the adapters' LoRA slots before it sizes the KV cache, alone on a GPU as beside others
+    plan = lora.plan_less_lora(given, plan, plan.get("tensor_parallel_size") or 1)
     problems = [] if plan["fits"] else ["%s does not fit: %s What would fit: %s." % (
         entry["name"], _why(plan), " / ".join(s["text"] for s in plan["suggestions"]) or "none found")]
     for index, group in enumerate(plan["replicas"] if plan["fits"] else []):

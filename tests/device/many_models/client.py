@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Ask each served model one request of its kind (issue #39 GPU proof): a completion of the generative model, an
-embedding of the pooling one; print CLIENT_JSON lines.  Usage: client.py ARGVDIR (the kit's argv/*.json)."""
+embedding of the pooling one, a completion of each LoRA adapter by its own name, and /v1/models; print CLIENT_JSON
+lines.  Usage: client.py ARGVDIR (the kit's argv/*.json)."""
 import glob
 import json
 import sys
@@ -16,6 +17,11 @@ def post(port, path, body):
         return resp.status, json.loads(resp.read()), round(time.time() - t0, 3)
 
 
+def get(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=30) as resp:
+        return json.loads(resp.read())
+
+
 def ask(spec):
     name, port = spec["model"], spec["port"]
     if spec["runner"] == "pooling":
@@ -26,7 +32,13 @@ def ask(spec):
                 "ignore_eos": True}
         status, out, secs = post(port, "/v1/completions", body)
         got = {"completion_tokens": out["usage"]["completion_tokens"], "text": out["choices"][0]["text"][:80]}
-    return dict(instance=spec["instance"], model=name, status=status, seconds=secs, **got)
+    out = dict(instance=spec["instance"], model=name, status=status, seconds=secs, **got)
+    for adapter in spec.get("adapters") or []:
+        # an adapter answers by its own name, on its base model's engine
+        status, reply, secs = post(port, "/v1/completions", dict(body, model=adapter))
+        out.setdefault("adapters", []).append({"model": reply["model"], "status": status, "seconds": secs,
+                                               "completion_tokens": reply["usage"]["completion_tokens"]})
+    return dict(out, listed=[m["id"] for m in get(port, "/v1/models")["data"]])
 
 
 def main(argv_dir):

@@ -5,7 +5,8 @@
 #   run.sh receive N      copy the staged part N ($PARTS/pN/*) to $STAGE/parts
 #   run.sh start          join + install into $STAGE/site, then `all` detached
 #   run.sh wait S         wait up to S s for ALL_DONE; logs to $OUT/logs.tgz
-#   run.sh all            serve each instance of argv/ in order.txt's order, ask both, stop them
+#   run.sh all            serve each instance of argv/ in order.txt's order, ask both, stop them; then the LoRA set
+#                         (lora/: Llama alone with a rank-16 adapter make_adapter.py makes here), ask base and adapter
 set -u -o pipefail
 STAGE=${STAGE:-/root/stage}
 KIT=${KIT:-.devstage/mm}
@@ -25,12 +26,12 @@ smi() {  # smi TAG: the GPU's memory and each process's, as nvidia-smi reports t
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,nounits; } > "$LOGS/smi_$1.csv" 2>&1
 }
 
-serve() {  # serve INSTANCE: start it, wait for /health 200 (480 s at most); 0 when healthy
-  local i=$1 spec=$STAGE/kit/$GPU/argv/$1.json cfg port model log t0 pid flags
+serve() {  # serve INSTANCE [SET]: start it, wait for /health 200 (480 s at most); 0 when healthy
+  local i=$1 set=${2:-} spec=$STAGE/kit/$GPU/${2:+$2/}argv/$1.json cfg port model log t0 pid flags
   cfg=$(field "$spec" config); port=$(field "$spec" port); model=$(field "$spec" model)
   mkdir -p "$STAGE/models/$cfg" && cp "$STAGE/kit/$GPU/configs/$cfg.json" "$STAGE/models/$cfg/config.json"
   "$PY" "$STAGE/kit/make_tokenizer.py" "$STAGE/models/$cfg/config.json" "$STAGE/models/$cfg" >> "$LOGS/install.log" 2>&1
-  log=$LOGS/serve_$i.log
+  log=$LOGS/serve_${set:+${set}_}$i.log
   mapfile -t flags < <(field "$spec" argv)
   local cmd=("$PY" -m vllm.entrypoints.cli.main serve "$STAGE/models/$cfg" --served-model-name "$model"
              --host 127.0.0.1 --port "$port" --load-format dummy "${flags[@]}")
@@ -53,9 +54,11 @@ except Exception: print(0)' "$port")" = 200 ]; then
   note "$i: not healthy after 480 s"; return 1
 }
 
-stop_all() {
-  for f in "$STAGE"/*.pid; do [ -e "$f" ] && kill -- -"$(cat "$f")" 2>/dev/null; done
-  sleep 5
+stop_all() {  # stop every engine and wait (60 s at most) until the GPU holds no process: the next set starts clean
+  for f in "$STAGE"/*.pid; do [ -e "$f" ] && kill -- -"$(cat "$f")" 2>/dev/null; rm -f "$f"; done
+  for _ in $(seq 30); do
+    [ -z "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader)" ] && break; sleep 2
+  done
 }
 
 case ${1:-} in
@@ -84,6 +87,16 @@ case ${1:-} in
     note "client rc=$?: $(tr '\n' ' ' < "$LOGS/client.log" | cut -c1-400)"
     smi after_client
     stop_all
+    if [ -d "$STAGE/kit/$GPU/lora" ]; then
+      "$PY" "$STAGE/kit/make_adapter.py" "$STAGE/kit/$GPU/lora/configs/meta-llama--Llama-3.1-8B-Instruct.json" \
+        "$STAGE/adapters/llama-lora" 16 >> "$LOGS/harness.log" 2>&1
+      read -r -a order < "$STAGE/kit/$GPU/lora/order.txt"
+      for i in "${order[@]}"; do serve "$i" lora || break; done
+      "$PY" "$STAGE/kit/client.py" "$STAGE/kit/$GPU/lora/argv" > "$LOGS/client_lora.log" 2>&1
+      note "lora client rc=$?: $(tr '\n' ' ' < "$LOGS/client_lora.log" | cut -c1-600)"
+      smi after_lora_client
+      stop_all
+    fi
     note "all: done"; touch "$LOGS/ALL_DONE" ;;
   *) sed -n 2,9p "$0"; exit 2 ;;
 esac

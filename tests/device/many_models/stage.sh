@@ -7,6 +7,6 @@ set -eu -o pipefail
 top=$(cd "$(dirname "$0")/../../.." && pwd)
 DEST=${1:?usage: stage.sh DEST [PLANS]}
 rm -rf "$DEST" && mkdir -p "$DEST"
-cp "$top"/tests/device/many_models/{run.sh,make_tokenizer.py,client.py} "$top/tests/device/install_staged_vllm.sh" "$DEST/"
+cp "$top"/tests/device/many_models/{run.sh,make_tokenizer.py,make_adapter.py,client.py} "$top/tests/device/install_staged_vllm.sh" "$DEST/"
 PYTHONPATH=$top/collections "${PYTHON:-python3}" "$top/tests/device/many_models/plan_argv.py" "$DEST" "${2:-$DEST/plans}"
 find "$DEST" -type f | sort

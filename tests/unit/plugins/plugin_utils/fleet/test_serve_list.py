@@ -154,3 +154,15 @@ def test_an_adapter_not_fetched_yet_is_refused_by_name():
                adapter_configs={"/a/sql/adapter_config.json": json.dumps({"peft_type": "IA3"})})
     with pytest.raises(SV.ServeListError, match="adapter sql: .*not a LoRA adapter"):
         SV.list_models(listed, BASE, bad, "cpu")
+
+
+def test_an_adapter_of_a_higher_rank_than_planned_is_refused_with_the_rank_to_declare():
+    # the placement sized the LoRA slots at the declared rank (or vLLM's default, 16) before the adapter was fetched
+    serve = dict(CPU_SERVE, flag_help=_help(), adapter_paths={"qwen": {"sql": "/a/sql"}},
+                 adapter_configs={"/a/sql/adapter_config.json": json.dumps({"r": 64})})
+    undeclared = entries({"name": "qwen", "model": "q", "adapters": [{"name": "sql", "model": "o/sql"}]})
+    with pytest.raises(SV.ServeListError, match="adapter sql has rank 64 .* above the rank 16 .* set `rank: 64`"):
+        SV.list_models(undeclared, BASE, serve, "cpu")
+    declared = entries({"name": "qwen", "model": "q", "adapters": [{"name": "sql", "model": "o/sql", "rank": 64}]})
+    (qwen,), _ports = SV.list_models(declared, BASE, serve, "cpu")
+    assert qwen["args"]["max-lora-rank"] == 64

@@ -6,9 +6,11 @@ import pytest
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import (
+    DEFAULT_MAX_LORA_RANK,
     lora_memory_bytes,
     lora_slot_elements,
     lora_slot_parts,
+    planned_lora,
 )
 
 CONFIGS = os.path.join(os.path.dirname(__file__), *[".."] * 4, "fixtures", "model_configs")
@@ -49,3 +51,9 @@ def test_bad_inputs_are_refused():
         lora_memory_bytes(_config("Qwen--Qwen3-1.7B.json"), 0)
     with pytest.raises(PlanError, match="needs hidden_size"):
         lora_slot_elements({"hidden_size": 8}, 8)
+
+
+def test_adapters_are_planned_at_their_declared_rank_or_vllms_default():
+    assert planned_lora([]) is None
+    assert planned_lora([{"name": "a"}, {"name": "b", "rank": 64}]) == {"max_loras": 2, "max_lora_rank": 64}
+    assert planned_lora([{"name": "a"}]) == {"max_loras": 1, "max_lora_rank": DEFAULT_MAX_LORA_RANK}

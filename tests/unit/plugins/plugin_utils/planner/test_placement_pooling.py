@@ -80,3 +80,15 @@ def test_lora_slots_come_out_of_the_kv_cache():
     assert with_lora["kv_cache_memory_bytes"] == plain["kv_cache_memory_bytes"] - taken
     assert with_lora["vllm_args"]["kv-cache-memory-bytes"] == with_lora["kv_cache_memory_bytes"]
     assert with_lora["kv_cache_tokens"] < plain["kv_cache_tokens"]
+
+
+def test_lora_slots_come_out_of_the_kv_cache_of_a_model_alone_on_its_gpus():
+    # the one-model path (one planner call over the host) sizes the KV cache after the LoRA slots too: vLLM's profile
+    # run allocates them first, so a plan without them promises more tokens than the engine will have
+    models = [{"name": "chat", "model": LLAMA}]
+    plain = by_instance(place("1x H100 SXM", models))["chat-0"]
+    with_lora = by_instance(place("1x H100 SXM", models, lora={"max_loras": 1, "max_lora_rank": 16}))["chat-0"]
+    taken = lora_memory_bytes(_config(LLAMA), 1, 16)
+    assert with_lora["lora_memory_bytes"] == taken > 0
+    assert with_lora["kv_cache_memory_bytes"] == plain["kv_cache_memory_bytes"] - taken
+    assert with_lora["kv_cache_tokens"] < plain["kv_cache_tokens"]
