@@ -11,11 +11,6 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.llmfleet.vllm.plugins.action.vllm_plan import (
-    _gpu_facts_arg, _load_all, _load_facts_file, _resolve_model)
-from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_catalogue import (
-    CatalogueError, annotate_gpu_facts, load_catalogue)
-from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
 from ansible_collections.llmfleet.vllm.plugins.modules.vllm_placement import (
     ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE, REQUIRED_ONE_OF)
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import model_list
@@ -25,23 +20,13 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors impor
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import planned_lora
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.pooling import pooling_attention, pooling_features
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import ProfileError, read_model_dir
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.plan_inputs import (
+    PLAN_ERRORS, hardware, load_all_profiles, resolve_model)
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.placement import (
     PLACEMENT_HEADER, place, placement_rows)
 
 # Set by the placement itself: an entry's args_extra may not set them (its tensor_parallel_size and gpu_share do).
 PLACED_INPUTS = ("gpu_memory_utilization", "tensor_parallel_size", "kv_cache_memory_bytes")
-
-
-def _facts(args):
-    if args["gpu_facts"] is not None:
-        facts = _gpu_facts_arg(args["gpu_facts"])
-        if isinstance(facts, list):
-            raise PlanError("vllm_placement places the models of ONE host: give one host's gpu_facts")
-    elif args["gpu_facts_file"]:
-        facts = _load_facts_file(args["gpu_facts_file"])
-    else:
-        facts = gpu_facts_from_spec(args["hardware"], load_catalogue())
-    return annotate_gpu_facts(facts, load_catalogue())
 
 
 def _encoder(args, entry):
@@ -71,7 +56,7 @@ def _inputs(args, index, entry, profiles):
     margs = dict(args, model=entry["model"], model_config=None, weights_bytes=None,
                  hub_revision=entry["revision"] or args.get("hub_revision"))
     try:
-        profile = _resolve_model(margs, profiles)
+        profile = resolve_model(margs, profiles)
     except (ProfileError, H.HubMetadataError) as e:
         raise PlanError("llmfleet_models[%d] (%s), model %s: %s" % (index, entry["name"], entry["model"], e))
     names = tuple(((profile or {}).get("serving") or {}).get("features") or {})
@@ -106,14 +91,15 @@ class ActionModule(ActionBase):
                                                         required_one_of=REQUIRED_ONE_OF)
         label = args["hardware_label"] or (args["hardware"] if isinstance(args["hardware"], str) else None)
         try:
-            facts = _facts(args)
+            facts, _label = hardware(args, one_host="vllm_placement places the models of ONE host: give one host's "
+                                                    "gpu_facts")
             checked = model_list(args["models"], gpu_count=len(facts["gpus"]))
             if checked["problems"]:
                 raise PlanError("llmfleet_models: " + " ".join(checked["problems"]))
-            profiles = _load_all(args["profiles_path"])
+            profiles = load_all_profiles(args["profiles_path"])
             inputs = {e["name"]: _inputs(args, i, e, profiles) for i, e in enumerate(checked["models"])}
             placement = place(facts, checked["models"], inputs, budget=args["gpu_memory_utilization"])
-        except (PlanError, ProfileError, CatalogueError, H.HubMetadataError, ValueError, OSError) as e:
+        except PLAN_ERRORS as e:
             raise AnsibleActionFail("vllm_placement: %s" % e)
         if label is None:
             label = "%dx %s" % (len(facts["gpus"]), "/".join(sorted({g.get("name") or "GPU" for g in facts["gpus"]})))

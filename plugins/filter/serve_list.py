@@ -30,6 +30,17 @@ def failed_models(result):
     return SV.failed_models(result if isinstance(result, dict) else {})
 
 
+def flag_check_models(models, one_model=None):
+    if not isinstance(models, list) or not all(isinstance(m, dict) and m.get("name") for m in models):
+        raise AnsibleFilterError("flag_check_models expects replica_spec's models (a list of models with a name), "
+                                 "got %r" % (models,))
+    if one_model is not None and not isinstance(one_model, dict):
+        raise AnsibleFilterError("flag_check_models: one_model must be a dict of vllm_flag_check options, got %r"
+                                 % (one_model,))
+    return SV.flag_check_models(models, one_model)
+
+
 class FilterModule:
     def filters(self):
-        return {"cpu_placement": cpu_placement, "failed_models": failed_models, "stale_instances": stale_instances}
+        return {"cpu_placement": cpu_placement, "failed_models": failed_models, "flag_check_models": flag_check_models,
+                "stale_instances": stale_instances}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.input_checks import port_problems
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.conventions import REPLICA_PORT_BASE
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_args import (
     VllmArgsError,
     argv_groups,
@@ -33,7 +34,7 @@ def vllm_args_merge(base, *overrides):
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def vllm_replicas(plan_replicas, accelerator="gpu", port_base=8000):
+def vllm_replicas(plan_replicas, accelerator="gpu", port_base=REPLICA_PORT_BASE):
     try:
         return replica_specs(plan_replicas, accelerator, port_base)
     except VllmArgsError as exc:

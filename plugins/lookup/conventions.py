@@ -75,6 +75,12 @@ _raw:
       description: The certificate and key the fleet balancer presents (one PEM file, root only).
       type: str
       version_added: 1.1.0
+    replica_port_base:
+      description:
+        - The first replica's port when C(vllm_server_port_base) is not set (C(8000)); the default of
+          C(vllm_server_port_base), C(benchmark_base_url) and C(loadbalancer_edge_port).
+      type: int
+      version_added: 1.1.0
 """
 
 from ansible.plugins.lookup import LookupBase
@@ -97,6 +103,7 @@ def names():
         "tls_ca_file": CV.TLS_CA_FILE,
         "tls_edge_pem": CV.tls_pem("edge"),
         "tls_balancer_pem": CV.tls_pem("balancer"),
+        "replica_port_base": CV.REPLICA_PORT_BASE,
     }
 
 

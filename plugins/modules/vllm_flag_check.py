@@ -14,6 +14,8 @@ short_description: Check rendered vLLM flags against the pinned image's own `vll
 description:
   - Runs the image's C(vllm serve --help=all) once per image ID (a throw-away container without network),
     caches the help text under O(cache_dir), and checks every option in O(args) against it.
+  - With O(models), checks the argv of each model of a host against the image in one task (the image is read once);
+    a refusal of one model does not stop the checks of the others, and the task fails with every model's refusal.
   - An unknown or removed flag fails the task with the flag, the image and the closest valid spelling, so
     the play stops before the running service is touched.
   - With O(min_vllm_version), also reads the image's vLLM version and refuses an image older than that.
@@ -29,10 +31,50 @@ options:
     type: str
     required: true
   args:
-    description: The arguments appended to C(vllm serve) (model first, then flags), as rendered for the unit.
+    description:
+      - The arguments appended to C(vllm serve) (model first, then flags), as rendered for the unit.
+      - Required unless O(models) is given; O(args), O(model), O(runner), O(convert), O(args_extra), O(model_dir)
+        describe the one model checked without O(models).
     type: list
     elements: str
-    required: true
+  models:
+    description:
+      - Several models of one host, each checked like the one model of O(args) (every option of its own, the rest
+        shared). Mutually exclusive with O(args) and the other options of one model.
+    type: list
+    elements: dict
+    version_added: 1.1.0
+    suboptions:
+      args:
+        description: As O(args).
+        type: list
+        elements: str
+        required: true
+      model:
+        description: As O(model).
+        type: str
+      runner:
+        description: As O(runner).
+        type: str
+        choices: [generate, pooling]
+      convert:
+        description: As O(convert).
+        type: str
+        choices: [embed, classify]
+      args_extra:
+        description: As O(args_extra).
+        type: dict
+      args_extra_var:
+        description: As O(args_extra_var).
+        type: str
+        default: args_extra
+      model_dir:
+        description: As O(model_dir).
+        type: path
+      model_var:
+        description: As O(model_var).
+        type: str
+        default: model_dir
   min_vllm_version:
     description: Minimum vLLM version the model needs (the model profile's C(min_vllm_version)).
     type: str
@@ -154,6 +196,25 @@ EXAMPLES = r"""
     args: "{{ vllm_server_args }}"
     min_vllm_version: "{{ llmfleet_profile.min_vllm_version }}"
     model: "{{ llmfleet_model }}"
+
+- name: Check every model of a host in one task (the image is read once)
+  llmfleet.vllm.vllm_flag_check:
+    image: "vllm/vllm-openai:v0.17.0"
+    models:
+      - model: chat
+        args: [/models/chat, --max-model-len, "32768"]
+        runner: generate
+      - model: embed
+        args: [/models/embed, --runner, pooling, --convert, embed]
+        runner: pooling
+        convert: embed
+        model_dir: /srv/llmfleet/models/embed
+        model_var: llmfleet_models embed
+  register: flag_check
+
+- name: Show how many options each model passed
+  ansible.builtin.debug:
+    msg: "{{ flag_check.models | items2dict(key_name='model', value_name='flags_checked') }}"
 """
 
 RETURN = r"""
@@ -168,7 +229,7 @@ vllm_version:
   type: str
   sample: 0.32.0
 flags_checked:
-  description: How many options of O(args) were checked.
+  description: How many options of O(args) were checked (with O(models), of every model's).
   returned: always
   type: int
 flags_known:
@@ -206,20 +267,52 @@ attention:
   returned: always
   type: dict
 head_dim:
-  description: The attention head size of the model in O(model_dir) (null when not checked or not given).
+  description:
+    - The attention head size of the model in O(model_dir) (null when not checked or not given).
+    - With O(models), the first model's (each model's is in RV(models)).
   returned: always
   type: int
 problems:
-  description: Unknown flags, each with C(flag), C(token), C(position), C(suggestion). Empty on success.
+  description:
+    - Unknown flags, each with C(flag), C(token), C(position), C(suggestion). Empty on success.
+    - With O(models), every refused model's.
   returned: always
   type: list
   elements: dict
 runner_args:
-  description: The runner flags (flag name -> value) that this image needs for O(runner) and O(convert).
-  returned: when O(runner) is given
+  description:
+    - The runner flags (flag name -> value) that this image needs for O(runner) and O(convert).
+    - With O(models), the first model's (each model's is in RV(models)).
+  returned: when O(runner) is given (with O(models), the first model's runner)
   type: dict
   sample: {runner: pooling, convert: embed}
   version_added: 1.1.0
+models:
+  description: Each model checked (O(models), else the one model of O(args)), in order.
+  returned: always
+  type: list
+  elements: dict
+  version_added: 1.1.0
+  contains:
+    model:
+      description: The model's name (its O(models[].model)).
+      type: str
+    flags_checked:
+      description: How many options of its argv were checked.
+      type: int
+    problems:
+      description: Its unknown flags or values (as RV(problems)); empty when it passed.
+      type: list
+      elements: dict
+    refusal:
+      description: Why it was refused; null when it passed.
+      type: str
+    runner_args:
+      description: As RV(runner_args); only when its runner is given.
+      type: dict
+    head_dim:
+      description: As RV(head_dim).
+      type: int
 env_known:
   description: How many environment variables the image's vLLM reads (null when not read).
   returned: always
@@ -295,9 +388,22 @@ def _read(path):
     return None
 
 
+# The options of one model: the one model of `args` or each of `models`.
+MODEL_OPTIONS = dict(
+    args=dict(type="list", elements="str", required=True),
+    model=dict(type="str"),
+    runner=dict(type="str", choices=["generate", "pooling"]),
+    convert=dict(type="str", choices=["embed", "classify"]),
+    args_extra=dict(type="dict"),
+    args_extra_var=dict(type="str", default="args_extra"),
+    model_dir=dict(type="path"),
+    model_var=dict(type="str", default="model_dir"),
+)
+
 ARGUMENT_SPEC = dict(
     image=dict(type="str", required=True),
-    args=dict(type="list", elements="str", required=True),
+    args=dict(type="list", elements="str"),
+    models=dict(type="list", elements="dict", options=MODEL_OPTIONS),
     min_vllm_version=dict(type="str"),
     model=dict(type="str"),
     vllm_version=dict(type="str"),
@@ -321,6 +427,23 @@ ARGUMENT_SPEC = dict(
     model_var=dict(type="str", default="model_dir"),
     accelerator=dict(type="str", default="gpu"),
 )
+REQUIRED_ONE_OF = [("args", "models")]
+MUTUALLY_EXCLUSIVE = [("models", name) for name in ("args", "model", "runner", "convert", "args_extra", "model_dir")]
+
+
+class Refused(Exception):
+    """One model refused: the message, and the problems found (RV(problems))."""
+
+    def __init__(self, msg, problems=None):
+        super(Refused, self).__init__(msg)
+        self.msg, self.problems = msg, problems or []
+
+
+def _model_specs(p):
+    """The models to check: O(models), else the one model of O(args) and its options."""
+    if p["models"] is not None:
+        return list(p["models"])
+    return [dict((name, p[name]) for name in MODEL_OPTIONS)]
 
 
 def _usable_help(text):
@@ -400,12 +523,12 @@ def _known_facts(img, p):
     return help_text, from_cache, source, facts
 
 
-def _image_facts(img, p, help_text, from_cache, facts):
+def _image_facts(img, p, help_text, from_cache, facts, models):
     """(help_text, facts, image_facts): the image run once for all its facts where the cache lacks them."""
     image_facts = None
     # The model's head size needs the image's attention backends: a cache from before they were read runs the image
     # once more.
-    want_attention = bool(p["model_dir"]) and not facts.get("attention")
+    want_attention = any(m["model_dir"] for m in models) and not facts.get("attention")
     if (not from_cache or want_attention) and not p["entrypoint"]:
         known_help = help_text if from_cache else None
         rc, out, err = img.run("python3", ["-c", IMAGE_FACTS_SCRIPT, json.dumps(list(p["help_args"]))])
@@ -460,51 +583,49 @@ def _version(module, img, p, facts):
     return version
 
 
-def _check_flags(module, p, img, flags, help_text, version, result):
-    """Refuse unknown flags (naming args_extra_var for the user's own) and JSON flags that do not parse."""
-    problems = validate_argv(p["args"], flags)
+def _check_flags(m, img, flags, help_text, version):
+    """Refuse one model's unknown flags (naming its args_extra_var for the user's own) and JSON flags that do not
+    parse (raises Refused)."""
+    problems = validate_argv(m["args"], flags)
     try:
-        extra = set(normalize_flag(t) for t in render_vllm_args(p["args_extra"] or {}) if t.startswith("--"))
+        extra = set(normalize_flag(t) for t in render_vllm_args(m["args_extra"] or {}) if t.startswith("--"))
     except VllmArgsError:
         extra = set()
     for problem in problems:
         if problem["flag"] in extra:
-            problem["var"] = p["args_extra_var"]
+            problem["var"] = m["args_extra_var"]
     if problems:
-        result["problems"] = problems
-        module.fail_json(msg=" ".join(format_problems(problems, img.name, img.id[:19], version))
-                         + " Nothing was restarted.", **result)
-    bad_json = json_argv_problems(p["args"], json_flags_from_help(help_text) | JSON_FLAGS)
+        raise Refused(" ".join(format_problems(problems, img.name, img.id[:19], version)) + " Nothing was restarted.",
+                      problems)
+    bad_json = json_argv_problems(m["args"], json_flags_from_help(help_text) | JSON_FLAGS)
     if bad_json:
-        result["problems"] = bad_json
-        module.fail_json(msg=" ".join(
+        raise Refused(" ".join(
             "%s takes JSON, but %r does not parse (%s): fix it in %s (a YAML dict is rendered as JSON)."
-            % (b["flag"], b["value"], b["error"], p["args_extra_var"]) for b in bad_json)
-            + " Nothing was restarted.", **result)
+            % (b["flag"], b["value"], b["error"], m["args_extra_var"]) for b in bad_json)
+            + " Nothing was restarted.", bad_json)
 
 
-def _check_choices_and_runner(module, p, img, help_text, result):
-    """Refuse a value outside a flag's choices, and argv without the runner flags this image needs for p["runner"]."""
+def _check_choices_and_runner(m, img, help_text, checked):
+    """Refuse a value outside a flag's choices, and argv without the runner flags this image needs for m["runner"]
+    (raises Refused); the flags it needs go to checked["runner_args"]."""
     table = flag_table(help_text)
-    bad = choice_problems(p["args"], table)
+    bad = choice_problems(m["args"], table)
     if bad:
-        result["problems"] = bad
-        module.fail_json(msg=" ".join("%s %s is not accepted by %s (it takes %s)." % (
-            b["flag"], b["value"], img.name, ", ".join(b["choices"])) for b in bad) + " Nothing was restarted.",
-            **result)
-    if not p["runner"]:
+        raise Refused(" ".join("%s %s is not accepted by %s (it takes %s)." % (
+            b["flag"], b["value"], img.name, ", ".join(b["choices"])) for b in bad) + " Nothing was restarted.", bad)
+    if not m["runner"]:
         return
     try:
-        result["runner_args"] = runner_args(p["runner"], p["convert"], table, img.name)
+        checked["runner_args"] = runner_args(m["runner"], m["convert"], table, img.name)
     except RunnerFlagsError:
-        result["runner_args"] = None
-    problem = runner_problem(p["args"], p["runner"], p["convert"], table, img.name)
+        checked["runner_args"] = None
+    problem = runner_problem(m["args"], m["runner"], m["convert"], table, img.name)
     if problem:
-        module.fail_json(msg="%s: %s Nothing was restarted." % (p["model"] or "the model", problem), **result)
+        raise Refused("%s: %s Nothing was restarted." % (m["model"] or "the model", problem))
 
 
 def _check_env(module, p, img, facts, result):
-    """Refuse VLLM_* names in env that the image's vLLM does not read."""
+    """Refuse VLLM_* names in env that the image's vLLM does not read (raises Refused)."""
     known = None
     cached = _read(img.envs_path)
     try:
@@ -525,30 +646,60 @@ def _check_env(module, p, img, facts, result):
     result["env_known"] = len(known) if known else None
     env_bad = env_problems(p["env"], known=known or None, var=p["env_var"], image=img.name)
     if env_bad:
-        module.fail_json(msg=" ".join(env_bad) + " Nothing was restarted.", **result)
+        raise Refused(" ".join(env_bad) + " Nothing was restarted.")
 
 
-def _check_model(module, p, img, facts, result):
-    """Refuse a model whose attention head size none of the image's backends for the accelerator supports."""
+def _check_model(module, m, accelerator, img, facts, checked):
+    """Refuse a model whose attention head size none of the image's backends for the accelerator supports (raises
+    Refused); its head size goes to checked["head_dim"]."""
     config = None
     try:
-        with open(os.path.join(p["model_dir"], "config.json")) as handle:
+        with open(os.path.join(m["model_dir"], "config.json")) as handle:
             config = json.load(handle)
     except (IOError, OSError, ValueError):
         config = None  # the model directory check (replica_state) names what is missing
-    result["head_dim"] = model_head_dim(config)
+    checked["head_dim"] = model_head_dim(config)
     if not facts.get("attention"):
         module.warn("Could not read the attention backends of image %s: the model's head size was not checked."
                     % img.name)
-    problem = head_size_problem(config, facts.get("attention"), p["accelerator"],
-                                model="The model in %s" % p["model_dir"], image=img.name, fix_var=p["model_var"])
+    problem = head_size_problem(config, facts.get("attention"), accelerator,
+                                model="The model in %s" % m["model_dir"], image=img.name, fix_var=m["model_var"])
     if problem:
-        module.fail_json(msg=problem + " Nothing was restarted.", **result)
+        raise Refused(problem + " Nothing was restarted.")
+
+
+def _check_models(module, p, models, img, flags, help_text, version, facts, result):
+    """Each model's checks in order (the environment once, with the first model that gets that far), as one check
+    per model would run them: a refused model does not stop the others. Returns (what each model's checks found, the refusals' messages, each
+    named after its model when there are several)."""
+    checked_models, refusals, env_to_check = [], [], bool(p["env"])
+    for index, m in enumerate(models):
+        checked = dict(model=m["model"], flags_checked=len(list(argv_flags(m["args"]))), problems=[], refusal=None,
+                       head_dim=None)
+        try:
+            _check_flags(m, img, flags, help_text, version)
+            _check_choices_and_runner(m, img, help_text, checked)
+            if env_to_check:
+                env_to_check = False
+                _check_env(module, p, img, facts, result)
+            if m["model_dir"]:
+                _check_model(module, m, p["accelerator"], img, facts, checked)
+        except Refused as refused:
+            checked.update(problems=refused.problems, refusal=refused.msg)
+            named = "%s: " % (m["model"] or "model %d" % (index + 1))
+            # With several models each refusal names its model (the runner's names it already).
+            refusals.append(refused.msg if len(models) == 1 or refused.msg.startswith(named) else named + refused.msg)
+        checked_models.append(checked)
+    return checked_models, refusals
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_one_of=REQUIRED_ONE_OF,
+                           mutually_exclusive=MUTUALLY_EXCLUSIVE, supports_check_mode=True)
     p = module.params
+    models = _model_specs(p)
+    if not models:
+        module.fail_json(msg="models is empty: give each model to check (or args for one).")
     if p["min_vllm_version"]:
         try:
             parse_version(p["min_vllm_version"])
@@ -556,27 +707,30 @@ def main():
             module.fail_json(msg="min_vllm_version %r is not a version (expected e.g. 0.17.0)" % p["min_vllm_version"])
     img = Image(module, p)
     help_text, from_cache, source, facts = _known_facts(img, p)
-    help_text, facts, image_facts = _image_facts(img, p, help_text, from_cache, facts)
+    help_text, facts, image_facts = _image_facts(img, p, help_text, from_cache, facts, models)
     if help_text is None or len(parse_help(help_text)) < MIN_FLAGS:
         help_text = _help_from_entrypoint(module, img, p)
     flags = parse_help(help_text)
     version = _version(module, img, p, facts)
     result = dict(changed=False, image_id=img.id, vllm_version=version, flags_known=len(flags),
-                  flags_checked=len(list(argv_flags(p["args"]))), help_cache=img.help_path, from_cache=from_cache,
-                  facts_source=source, problems=[], env_known=None, attention=facts.get("attention"), head_dim=None)
+                  help_cache=img.help_path, from_cache=from_cache, facts_source=source, env_known=None,
+                  attention=facts.get("attention"))
     if image_facts:
         result["image_facts"] = image_facts
-    _check_flags(module, p, img, flags, help_text, version, result)
-    _check_choices_and_runner(module, p, img, help_text, result)
-    if p["env"]:
-        _check_env(module, p, img, facts, result)
-    if p["model_dir"]:
-        _check_model(module, p, img, facts, result)
+    checked, refusals = _check_models(module, p, models, img, flags, help_text, version, facts, result)
+    # The one model's findings at the top, as before RV(models); with several, the first's (and every problem).
+    result.update(models=checked, flags_checked=sum(c["flags_checked"] for c in checked),
+                  head_dim=checked[0]["head_dim"], problems=[problem for c in checked for problem in c["problems"]])
+    if "runner_args" in checked[0]:
+        result["runner_args"] = checked[0]["runner_args"]
+    if refusals:
+        module.fail_json(msg=" ".join(refusals), **result)
     if p["min_vllm_version"]:
         if version is None:
             module.fail_json(msg="Could not read the vLLM version of image %s to check min_vllm_version %s; pass "
                                  "vllm_version explicitly." % (img.name, p["min_vllm_version"]), **result)
-        reason = check_min_version(version, p["min_vllm_version"], model=p["model"], image=img.name)
+        names = ", ".join(m["model"] for m in models if m["model"]) or None
+        reason = check_min_version(version, p["min_vllm_version"], model=names, image=img.name)
         if reason:
             module.fail_json(msg=reason + " Nothing was restarted.", **result)
     module.exit_json(**result)

@@ -7,8 +7,8 @@
 # Writes:
 #   DEST/kit/        run_vllm_engine.sh, vllm_engine_driver.py, make_vllm_tokenizer.py, the synthetic configs,
 #                    argv/<case>.json: the collection's rendered argv per case (render_vllm_argv.yml) + the seed's
-#   DEST/p1..p4/     kit.tar.00..03: one tar of the trimmed vLLM 0.22.0 wheel and 86 dependency wheels (216 MB),
-#                    split so that each device call carries less than 64 MiB
+#   DEST/p1..p5/     kit.tar.00..04: one tar of the trimmed vLLM 0.22.0 wheel and 86 dependency wheels (216 MB),
+#                    split into parts of 46 MiB so that each device call (the kit + one part) carries less than 64 MiB
 set -eu -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 DEST=${1:?usage: stage_vllm_engine.sh DEST [WHEELS]}
@@ -51,7 +51,7 @@ rm -rf "$DEST"/p[0-9]*
 mkdir -p "$WHEELS/tar/wheels"
 ln -sf "$WHEELS/vllm-trim.whl" "$WHEELS/tar/wheels/vllm-$VLLM_VERSION-trim.whl"
 ln -sfn "$WHEELS/deps" "$WHEELS/tar/wheels/deps"
-tar -ch -C "$WHEELS/tar" wheels | split -b 58M -d - "$WHEELS/tar/kit.tar."
+tar -ch -C "$WHEELS/tar" wheels | split -b 46M -d - "$WHEELS/tar/kit.tar."
 n=0
 for part in "$WHEELS"/tar/kit.tar.*; do
   n=$((n + 1)); mkdir -p "$DEST/p$n"; mv "$part" "$DEST/p$n/"

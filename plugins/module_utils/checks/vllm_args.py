@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.llmfleet.vllm.plugins.module_utils.host_agent.conventions import REPLICA_PORT_BASE
+
 # Flags the serve role owns itself: they are derived from other inputs (model mount, served name,
 # port, secrets) and must not be smuggled in through a free-form dict.
 RESERVED_FLAGS = frozenset(("model", "served-model-name", "port", "host", "api-key"))
@@ -91,7 +93,7 @@ def merge_vllm_args(*layers):
     return merged
 
 
-def replica_specs(plan_replicas, accelerator="gpu", port_base=8000):
+def replica_specs(plan_replicas, accelerator="gpu", port_base=REPLICA_PORT_BASE):
     """One serving replica per GPU group of the plan: [{name, port, gpus}].
 
     ``plan_replicas`` is the plan's ``replicas`` (a list of GPU-index lists). The ``cpu`` profile runs

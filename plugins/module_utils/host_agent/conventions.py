@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The collection's conventions, in one place: what its units and containers are called, which addresses mean
 "this host only" or "every address", which files make a model directory, the accelerator a play serves on
-when none is set. Constants and small pure functions, no I/O; modules, filters and (through the filters) roles
+when none is set, the replicas' first port when none is set. Constants and small pure functions, no I/O; modules, filters and (through the filters) roles
 take them from here.
 
   replica_unit(name) / replica_container(name)   the systemd unit and the container of one replica
@@ -49,6 +49,11 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+# ---- ports ---------------------------------------------------------------------------------------------------
+# The first replica's port (and, with the edge, the host's one client port) when vllm_server_port_base is not set;
+# the roles that reach a replica without the vllm_server role's defaults (benchmark, loadbalancer) read it too.
+REPLICA_PORT_BASE = 8000
 
 # ---- profiles -------------------------------------------------------------------------------------------------
 # llmfleet_accelerator when the inventory does not set it (the roles' defaults read llmfleet_accelerator_default).

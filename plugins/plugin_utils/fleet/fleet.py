@@ -86,17 +86,22 @@ def _exposed(serving, index):
     return index < len(urls) and parse_url(urls[index])[0] in LOOPBACK
 
 
-def _replica_models(serving):
+def replica_models(serving):
+    """[(replica, model)]: each replica of a host of several models (serving.json's `models`) with the entry of the
+    model it serves, in serving.json's order; [] for a host of one model (its replicas serve the top-level model)."""
+    return [(replica, model) for model in (serving or {}).get("models") or [] for replica in model.get("replicas") or []]
+
+
+def _replica_model_fields(serving):
     """{replica name: {model, adapters, runner, edge_port}} from serving.json's models (many models); {} without."""
     out = {}
-    for model in serving.get("models") or []:
+    for replica, model in replica_models(serving):
         urls = model.get("base_urls") or []
         # With many models a host's edge has one client port, the one its models' URLs name.
         edge_port = parse_url(urls[0])[1] if urls else None
-        for replica in model.get("replicas") or []:
-            out[str(replica.get("name"))] = {
-                "model": str(model.get("name") or ""), "adapters": [str(a) for a in model.get("adapters") or []],
-                "runner": str(model.get("runner") or "generate"), "edge_port": edge_port or int(replica["port"])}
+        out[str(replica.get("name"))] = {
+            "model": str(model.get("name") or ""), "adapters": [str(a) for a in model.get("adapters") or []],
+            "runner": str(model.get("runner") or "generate"), "edge_port": edge_port or int(replica["port"])}
     return out
 
 
@@ -129,7 +134,7 @@ def fleet_backends(members, by_model=False):
                 "playbooks/serve.yml on it first." % host)
         name = serving.get("served_model_name") or ""
         names.setdefault(name, []).append(host)
-        models = _replica_models(serving)
+        models = _replica_model_fields(serving)
         for index, replica in enumerate(serving["replicas"]):
             address = _replica_address(member, index, replica)
             port = int(replica["port"])

@@ -11,6 +11,7 @@ flags, as replica_spec's ``models`` (pure functions, no I/O).
   served_flags(entry, table, adapters)            an entry's runner and LoRA flags, as the image spells them
   entry_adapters(entry, serve)                    an entry's adapters: name, host dir, container path, rank
   failed_models(result)                           the models whose replicas a failed loop task failed on
+  flag_check_models(models, one_model)            vllm_flag_check's models: each model's argv and the variables it names
   stale_instances(recorded, serving, files)       the instances to remove (no longer served)
 
 The host keeps a port record (``<config_dir>/ports.json``, {instance: port}) so that adding or removing a model never
@@ -208,3 +209,18 @@ def failed_models(result):
         if model and model not in names:
             names.append(str(model))
     return names
+
+
+def flag_check_models(models, one_model=None):
+    """vllm_flag_check's ``models``: each of replica_spec's ``models`` as the check takes it, in order: its argv
+    (``check_argv``), runner, convert, args_extra and model directory, with the variables a refusal names as the fix
+    (its entry of llmfleet_models). ``one_model``: a host of one model (no llmfleet_models list), whose options the
+    role's own variables give ({model, args_extra, args_extra_var, model_dir, model_var}), over each model's."""
+    checked = []
+    for model in models or []:
+        name = str(model.get("name") or "")
+        checked.append({"model": name, "args": [str(a) for a in model.get("check_argv") or []],
+                        "runner": model.get("runner"), "convert": model.get("convert") or None,
+                        "args_extra": model.get("args_extra"), "args_extra_var": "args_extra of llmfleet_models " + name,
+                        "model_dir": model.get("path"), "model_var": "llmfleet_models " + name})
+    return [dict(model, **dict(one_model)) for model in checked] if one_model else checked

@@ -57,12 +57,10 @@ def model_view(serving, name):
 
 def replica_models(serving):
     """{replica name: {name, model_path}}: which model each replica of a host of several models serves (its
-    `models`); {} for a host of one model (its replicas serve the top-level model)."""
-    found = {}
-    for model in (serving or {}).get("models") or []:
-        for replica in model.get("replicas") or []:
-            found[str(replica.get("name"))] = {"name": model.get("name") or "", "model_path": model.get("model_path") or ""}
-    return found
+    `models`, as fleet.replica_models pairs them); {} for a host of one model (its replicas serve the top-level
+    model)."""
+    return {str(replica.get("name")): {"name": model.get("name") or "", "model_path": model.get("model_path") or ""}
+            for replica, model in fleet.replica_models(serving)}
 
 
 def _single_model(member, model):

@@ -16,8 +16,9 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors impor
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import TP_SIZES
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.features import feature_context, resolve_features
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.capacity import _memory_for, _weights_loaded, kv_layout
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.planner import (
-    _full_seqs, _layout_reason, _round_conc, engine_args, gib)
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.planner import _full_seqs, _round_conc, engine_args
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.reasons import _layout_reason
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import gib
 
 
 def _host_memory(facts):

@@ -11,10 +11,16 @@ create_lora_weights; the profile run loads dummy adapters of that rank into ever
   column-parallel layers (qkv_proj, gate_up_proj) split B's output over the TP group, row-parallel ones (o_proj,
   down_proj) split A's input; fused MoE experts (FusedMoEWithLoRA) carry w13 and w2 pairs per expert.
 That memory is taken before the KV cache: lora_memory_bytes() is subtracted from what a plan gives the KV cache.
+And the CUDA graphs: with adapters vLLM 0.22 captures every graph twice, without and with active LoRA
+(compilation_config.cudagraph_specialize_lora, on by default: the dispatcher's LoRA cases [0, max_loras + 1]), and
+its estimate counts them all: Llama-3.1-8B, 1 x H100, --max-loras 1 captured PIECEWISE=102, FULL=70 instead of 51 and
+35, and estimated 0.86 GiB against 0.50 GiB without adapters (tests/fixtures/gpu/many-models-h100-0.22.0-2026-12-05,
+the LoRA set).  lora_cudagraph_bytes() plans the second set's driver memory, the per-graph bound of engine_memory.
 """
 
 from __future__ import annotations
 
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engine_memory as EM
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 
 # vLLM's --max-lora-rank default (vllm/config/lora.py, 0.22-0.32).
@@ -104,6 +110,18 @@ def with_lora(plan, lora_bytes):
     return out
 
 
+def lora_cudagraph_bytes(arch, plan, vllm_version=None):
+    """The driver memory of the CUDA graphs vLLM captures a second time for active LoRA (module docstring): one graph
+    per capture size and mode at engine_memory's per-graph bound; 0 where the plan captures no graphs."""
+    args = plan.get("vllm_args") or {}
+    seqs, batched = int(plan["max_num_seqs"]), args.get("max-num-batched-tokens")
+    if not EM.cudagraph_bytes(arch, seqs, bool(args.get("enforce-eager")), batched, vllm_version):
+        return 0
+    piecewise = EM.capture_sizes(seqs, batched, arch.get("architecture"))
+    full = [s for s in piecewise if s <= seqs]
+    return (len(piecewise) + len(full)) * EM.cudagraph_bytes_per_graph(arch)
+
+
 def plan_less_lora(given, plan, tp):
     """A placement instance's plan less the LoRA slots of its entry's adapters (placement inputs' ``lora``:
     {max_loras, max_lora_rank}); the plan unchanged without adapters or when it does not fit anyway."""
@@ -112,4 +130,5 @@ def plan_less_lora(given, plan, tp):
     profile = given["profile"]
     taken = lora_memory_bytes(profile_config(profile), dtype_bytes=profile["arch"]["dtype_bytes"], tp=tp,
                               **given["lora"])
-    return with_lora(plan, taken)
+    graphs = lora_cudagraph_bytes(profile["arch"], plan, (given.get("plan_args") or {}).get("vllm_version"))
+    return with_lora(plan, taken + graphs)

@@ -311,8 +311,7 @@ def _refusal(host, entry, why, index, room=None):
                 "%d GPU%s" % (tp - len(free), "" if tp - len(free) == 1 else "s") if tp else "a larger host")
     said = host.errors.get(entry["name"])
     text = "%s%s does not fit beside the other models: %s; %s%s." % (
-        entry["name"], "" if index is None else " (replica %d)" % index, why, short,
-        " (%s)" % said if said else "")
+        entry["name"], "" if index is None else " (replica %d)" % index, why, short, " (%s)" % said if said else "")
     return text + " What would fit: " + " / ".join(_suggestions(host, entry, best_room, index)) + "."
 
 

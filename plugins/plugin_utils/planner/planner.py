@@ -19,16 +19,13 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.capacity imp
     _capacity_eval, _memory_for, kv_bytes_per_token, kv_layout, state_bytes_per_sequence)
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import multinode_plan as MN
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import suggestions as plan_suggestions
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import (  # pylint: disable=unused-import
-    _candidates, _check_forced, _choose_layout, _expert_parallel, _fmt_num, _pack_nvlink, _pack_pcie, _usable_gpus,
-    _worst_link, tp_allowed)
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import (
+    _candidates, _check_forced, _choose_layout, _expert_parallel, _fmt_num, _usable_gpus, _worst_link)
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import DTYPE_BYTES, OBJECTIVES
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError  # pylint: disable=unused-import
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import TP_SIZES  # pylint: disable=unused-import
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import GIB, MIB, cdiv, gib  # pylint: disable=unused-import
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import MIB
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.vllm_versions import version_at_least
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.reasons import (  # pylint: disable=unused-import
-    _has_fp8, _layout_reason, _memory_reasons, _window_reason)
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.reasons import _layout_reason, _memory_reasons
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.features import (
     _eager, _prefix_caching_on, _speculative_tokens, feature_args, feature_context, prefix_caching_reason,
     resolve_features)

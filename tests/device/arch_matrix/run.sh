@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # Architecture matrix on the real vLLM CUDA engine (vLLM 0.22.0), run on a lent GPU machine (tests/device/README.md,
 # "Architecture matrix").  Uses the vLLM install that tests/device/run_vllm_engine.sh made in $STAGE/site.
-#   run.sh receive N      copy the staged part N (.cache/archstage/pN/*, or $KIT) to $STAGE/parts
+#   run.sh receive [N...] copy the staged parts N ($PARTS/pN/*, $PARTS default $KIT, .cache/archstage; none named:
+#                         every one carried) to $STAGE/parts
 #   run.sh start          join + install (as run_vllm_engine.sh start, without its cases), then `all` detached
 #   run.sh wait S         wait up to S s; logs to $OUT/logs.tgz
 #   run.sh all            every case of cases.json (ONLY: a subset), one engine at a time, log $STAGE/logs/<case>.log
+# receive, start and wait: ../stage_steps.sh (copied into the kit by stage.sh).
 set -u -o pipefail
 STAGE=${STAGE:-/root/stage}
 KIT=${KIT:-.cache/archstage}
+PARTS=${PARTS:-$KIT}
 LOGS=$STAGE/logs
+KIT_SRC=$KIT/kit
+WAIT_PATTERN='Traceback\|Error\|error'
+# beside this file in the kit; one folder up in the repository
+steps=$(dirname "${BASH_SOURCE[0]}")/stage_steps.sh
+[ -e "$steps" ] || steps=$(dirname "${BASH_SOURCE[0]}")/../stage_steps.sh
+# shellcheck source=tests/device/stage_steps.sh
+. "$steps"
 PY=${PYTHON:-python3}
 export PATH=$PATH:/usr/local/nvidia/bin
 export PYTHONPATH=$STAGE/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_DEEP_GEMM=0 VLLM_ALLOW_INSECURE_SERIALIZATION=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-note() { echo "[$(date -u +%T)] $*" | tee -a "$LOGS/harness.log"; }
 
 gpu_idle() {
   local used=
@@ -42,22 +51,9 @@ one() {
 }
 
 case ${1:-} in
-  receive) mkdir -p "$STAGE/parts"; cp -f "$KIT"/p"$2"/* "$STAGE/parts/" && ls -la "$STAGE/parts" ;;
-  start)
-    mkdir -p "$LOGS" "$STAGE/site"
-    rm -rf "$STAGE/kit" && cp -r "$KIT/kit" "$STAGE/kit"
-    t0=$SECONDS
-    bash "$STAGE/kit/install_staged_vllm.sh" "$STAGE" || { note "start: install failed"; exit 3; }
-    note "start: installed in $((SECONDS - t0)) s"
-    setsid nohup bash "$STAGE/kit/run.sh" all > "$LOGS/all.out" 2>&1 < /dev/null &
-    echo "started all, pid $!" ;;
-  wait)
-    end=$((SECONDS + ${2:-540}))
-    while [ ! -e "$LOGS/ALL_DONE" ] && [ $SECONDS -lt $end ]; do sleep 5; done
-    cat "$LOGS/harness.log"
-    grep -h "Traceback\|Error\|error" "$LOGS"/*.log 2>/dev/null | cut -c1-240 | tail -25
-    [ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$STAGE" logs
-    [ -e "$LOGS/ALL_DONE" ] && echo ALL_DONE ;;
+  receive) shift; stage_receive "$@" ;;
+  start) stage_start ;;
+  wait) stage_wait "${2:-540}" ;;
   all)
     note "all: begin"
     # ONLY="case ...": those cases; ONLY=lent: the cases whose "gpu" names the GPU that came (nvidia-smi's name),
@@ -73,5 +69,5 @@ print(" ".join(x["case"] for x in cases))' "$STAGE/kit/cases.json" "$lent" "${ON
     done
     note "all: done"; touch "$LOGS/ALL_DONE" ;;
   run) shift; mkdir -p "$LOGS"; for c in "$@"; do one "$c"; done ;;
-  *) sed -n 2,8p "$0"; exit 2 ;;
+  *) sed -n 2,10p "$0"; exit 2 ;;
 esac

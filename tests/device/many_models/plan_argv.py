@@ -27,7 +27,6 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_args import (  # noqa: E402
     merge_vllm_args, render_vllm_args)
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks import runner_flags as RF  # noqa: E402
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import lora as LORA  # noqa: E402
 
 GPU_FACTS = os.path.join(ROOT, "tests", "fixtures", "gpu", "device-h200x1-2026-11-30", "gpu_facts_nvml.json")
 CONFIGS = os.path.join(ROOT, "tests", "fixtures", "model_configs")

@@ -2,16 +2,24 @@
 # Issue #39's GPU proof on a lent H200: two models share one GPU, started one after another (the second once the
 # first's /health is 200), each with the --kv-cache-memory-bytes of llmfleet.vllm.vllm_placement's plan
 # (plan_argv.py, run on the controller).  vLLM 0.22.0 from the wheels tests/device/stage_vllm_engine.sh staged.
-#   run.sh receive N      copy the staged part N ($PARTS/pN/*) to $STAGE/parts
+#   run.sh receive [N...] copy the staged parts N ($PARTS/pN/*; none named: every one carried) to $STAGE/parts
 #   run.sh start          join + install into $STAGE/site, then `all` detached
 #   run.sh wait S         wait up to S s for ALL_DONE; logs to $OUT/logs.tgz
 #   run.sh all            serve each instance of argv/ in order.txt's order, ask both, stop them; then the LoRA set
 #                         (lora/: Llama alone with a rank-16 adapter make_adapter.py makes here), ask base and adapter
+# receive, start and wait: ../stage_steps.sh (copied beside this file by stage.sh).
 set -u -o pipefail
 STAGE=${STAGE:-/root/stage}
 KIT=${KIT:-.devstage/mm}
 PARTS=${PARTS:-.devstage}
 LOGS=$STAGE/logs
+KIT_SRC=$KIT
+WAIT_PATTERN='Traceback\|Error\|KV cache\|CLIENT_JSON'
+# beside this file in the kit; one folder up in the repository
+steps=$(dirname "${BASH_SOURCE[0]}")/stage_steps.sh
+[ -e "$steps" ] || steps=$(dirname "${BASH_SOURCE[0]}")/../stage_steps.sh
+# shellcheck source=tests/device/stage_steps.sh
+. "$steps"
 PY=${PYTHON:-python3}
 export PATH=$PATH:/usr/local/nvidia/bin
 export PYTHONPATH=$STAGE/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -19,7 +27,6 @@ export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_DEEP_GEMM=0
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # the plan of the GPU that came (plan_argv.py writes one per GPU the tool may lend): H200 or H100
 lent_kit() { case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in *H100*) echo H100 ;; *) echo H200 ;; esac; }
-note() { echo "[$(date -u +%T)] $*" | tee -a "$LOGS/harness.log"; }
 field() { "$PY" -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print("\n".join(v) if isinstance(v, list) else v)' "$@"; }
 smi() {  # smi TAG: the GPU's memory and each process's, as nvidia-smi reports them
   { nvidia-smi --query-gpu=memory.used,memory.free,memory.total --format=csv,nounits
@@ -36,7 +43,7 @@ serve() {  # serve INSTANCE [SET]: start it, wait for /health 200 (480 s at most
   local cmd=("$PY" -m vllm.entrypoints.cli.main serve "$STAGE/models/$cfg" --served-model-name "$model"
              --host 127.0.0.1 --port "$port" --load-format dummy "${flags[@]}")
   echo "HARNESS_JSON {\"instance\": \"$i\", \"device_only\": [\"--load-format dummy\", \"--host\", \"--port\", \"--served-model-name\"], \"argv\": \"${cmd[*]:3}\"}" > "$log"
-  smi "before_$i"
+  smi "before_${set:+${set}_}$i"
   note "$i: start (port $port)"
   t0=$SECONDS
   setsid "${cmd[@]}" >> "$log" 2>&1 < /dev/null &
@@ -46,7 +53,7 @@ serve() {  # serve INSTANCE [SET]: start it, wait for /health 200 (480 s at most
 try: print(u.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2).status)
 except Exception: print(0)' "$port")" = 200 ]; then
       echo "HARNESS_HEALTHY {\"instance\": \"$i\", \"seconds\": $((SECONDS - t0))}" >> "$log"
-      note "$i: healthy after $((SECONDS - t0)) s"; smi "after_$i"; return 0
+      note "$i: healthy after $((SECONDS - t0)) s"; smi "after_${set:+${set}_}$i"; return 0
     fi
     kill -0 "$pid" 2>/dev/null || { note "$i: exited before healthy"; return 1; }
     sleep 2
@@ -62,22 +69,9 @@ stop_all() {  # stop every engine and wait (60 s at most) until the GPU holds no
 }
 
 case ${1:-} in
-  receive) mkdir -p "$STAGE/parts"; cp -f "$PARTS"/p"$2"/* "$STAGE/parts/" && ls -la "$STAGE/parts" ;;
-  start)
-    mkdir -p "$LOGS" "$STAGE/site"
-    rm -rf "$STAGE/kit" && cp -r "$KIT" "$STAGE/kit"
-    t0=$SECONDS
-    bash "$STAGE/kit/install_staged_vllm.sh" "$STAGE" || { note "start: install failed"; exit 3; }
-    note "start: installed in $((SECONDS - t0)) s"
-    setsid nohup bash "$STAGE/kit/run.sh" all > "$LOGS/all.out" 2>&1 < /dev/null &
-    echo "started all, pid $!" ;;
-  wait)
-    end=$((SECONDS + ${2:-540}))
-    while [ ! -e "$LOGS/ALL_DONE" ] && [ $SECONDS -lt $end ]; do sleep 5; done
-    cat "$LOGS/harness.log"
-    grep -h "Traceback\|Error\|KV cache\|CLIENT_JSON" "$LOGS"/*.log 2>/dev/null | cut -c1-240 | tail -25
-    [ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$STAGE" logs
-    [ -e "$LOGS/ALL_DONE" ] && echo ALL_DONE ;;
+  receive) shift; stage_receive "$@" ;;
+  start) stage_start ;;
+  wait) stage_wait "${2:-540}" ;;
   all)
     GPU=$(lent_kit)
     note "all: begin, the plan for the $GPU: $(cat "$STAGE/kit/$GPU/order.txt")"
@@ -98,5 +92,5 @@ case ${1:-} in
       stop_all
     fi
     note "all: done"; touch "$LOGS/ALL_DONE" ;;
-  *) sed -n 2,9p "$0"; exit 2 ;;
+  *) sed -n 2,10p "$0"; exit 2 ;;
 esac

@@ -53,3 +53,61 @@ def test_the_measure_finds_a_name_where_it_is_spelt(tmp_path, monkeypatch):
                                     "  ansible.builtin.systemd_service: {name: llmfleet-edge.service}\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
     assert spelt_out("roles/demo/tasks/main.yml") == ["llmfleet-edge.service"]
+
+
+def port_default_spelt(path):
+    """The places in one defaults or vars file that spell the replicas' default port (8000) instead of taking it from
+    the conventions lookup's replica_port_base: an int value 8000, or 8000 inside a string (its comments are not
+    read)."""
+    def walk(data):
+        if isinstance(data, dict):
+            for value in data.values():
+                yield from walk(value)
+        elif isinstance(data, list):
+            for value in data:
+                yield from walk(value)
+        elif data == 8000 or (isinstance(data, str) and re.search(r"\b8000\b", data)):
+            yield data
+    return list(walk(E.load(os.path.join(ROOT, path))))
+
+
+def test_the_replicas_default_port_is_spelt_once_in_the_conventions():
+    # vllm_server_port_base's default and the benchmark's and the edge's fallbacks for a play without vllm_server.
+    files = [path for path in data_files() if "/defaults/" in path or "/vars/" in path]
+    found = ["%s: %s" % (path, value) for path in files for value in port_default_spelt(path)]
+    assert found == [], "take it from lookup('llmfleet.vllm.conventions').replica_port_base:\n" + "\n".join(found)
+
+
+def test_the_port_measure_finds_a_restated_default(tmp_path, monkeypatch):
+    defaults = tmp_path / "roles" / "demo" / "defaults"
+    defaults.mkdir(parents=True)
+    (defaults / "main.yml").write_text("# 8000 by default\ndemo_port: 8000\n"
+                                       "demo_url: \"http://127.0.0.1:{{ vllm_server_port_base | default(8000) }}\"\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+    assert port_default_spelt("roles/demo/defaults/main.yml") == [
+        8000, "http://127.0.0.1:{{ vllm_server_port_base | default(8000) }}"]
+
+
+def test_the_default_port_reaches_the_roles_defaults_as_before(tmp_path):
+    """vllm_server_port_base is 8000 (an int) by default, and the benchmark's URL and the edge's port follow it; in a
+    play without the vllm_server role they fall back to the conventions' port (rendered by ansible-playbook)."""
+    import json
+    import subprocess
+
+    defaults = [os.path.join(ROOT, "roles", role, "defaults", "main.yml") for role in ("benchmark", "loadbalancer")]
+    playbook = tmp_path / "ports.yml"
+    playbook.write_text(json.dumps([{
+        "hosts": "localhost", "connection": "local", "gather_facts": False, "vars_files": files,
+        "tasks": [{"ansible.builtin.debug": {"msg": "PORTS {{ %s | to_json }}" % shown}}]}
+        for files, shown in (
+            (defaults, "[benchmark_base_url, loadbalancer_edge_port]"),
+            ([os.path.join(ROOT, "roles", "vllm_server", part, "main.yml") for part in ("vars", "defaults")] + defaults,
+             "[vllm_server_port_base, vllm_server_port_base | type_debug, benchmark_base_url, loadbalancer_edge_port]"))]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOCALHOST_WARNING="0")
+    run = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                          str(playbook), "-e", "llmfleet_tls=false"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    shown = [json.loads(line.split("PORTS ", 1)[1].rstrip("'\" ")) for line in run.stdout.splitlines() if "PORTS " in line]
+    assert shown == [["http://127.0.0.1:8000", 8000], [8000, "int", "http://127.0.0.1:8000", 8000]]

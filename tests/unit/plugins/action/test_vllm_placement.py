@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ansible_collections.llmfleet.vllm.plugins.action.vllm_placement import _inputs
-from ansible_collections.llmfleet.vllm.plugins.action.vllm_plan import _load_all
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.plan_inputs import load_all_profiles as _load_all
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import model_list
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 

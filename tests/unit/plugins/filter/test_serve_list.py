@@ -28,3 +28,11 @@ def test_stale_instances_wants_the_port_record():
     assert F["stale_instances"]({"a-0": 1}, ["b-0"]) == ["a-0"]
     with pytest.raises(AnsibleFilterError, match="port record"):
         F["stale_instances"](["a-0"], [])
+
+
+def test_flag_check_models_wants_replica_specs_models():
+    assert F["flag_check_models"]([{"name": "chat", "check_argv": ["/m"]}])[0]["args"] == ["/m"]
+    with pytest.raises(AnsibleFilterError, match="flag_check_models expects replica_spec's models"):
+        F["flag_check_models"]({"models": []})
+    with pytest.raises(AnsibleFilterError, match="one_model must be a dict"):
+        F["flag_check_models"]([{"name": "chat"}], "chat")

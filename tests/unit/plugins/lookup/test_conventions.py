@@ -23,3 +23,8 @@ def test_the_tls_files_of_a_host_sit_in_one_directory():
     assert names["tls_ca_file"] == CV.TLS_CA_FILE == "/etc/llmfleet/tls/ca.crt"
     assert (names["tls_edge_pem"], names["tls_balancer_pem"]) == (CV.tls_pem("edge"), CV.tls_pem("balancer"))
     assert all(names[k].startswith(names["tls_dir"] + "/") for k in ("tls_ca_file", "tls_edge_pem", "tls_balancer_pem"))
+
+
+def test_the_replicas_default_port_is_the_conventions_one():
+    [names] = LookupModule().run([], variables={})
+    assert names["replica_port_base"] == CV.REPLICA_PORT_BASE == 8000

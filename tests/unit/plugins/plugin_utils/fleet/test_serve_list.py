@@ -166,3 +166,29 @@ def test_an_adapter_of_a_higher_rank_than_planned_is_refused_with_the_rank_to_de
     declared = entries({"name": "qwen", "model": "q", "adapters": [{"name": "sql", "model": "o/sql", "rank": 64}]})
     (qwen,), _ports = SV.list_models(declared, BASE, serve, "cpu")
     assert qwen["args"]["max-lora-rank"] == 64
+
+
+# replica_spec's models as the serve role holds them (__vllm_server_spec.models), the keys the flag check reads.
+SPEC_MODELS = [
+    {"name": "chat", "path": "/srv/llmfleet/models/chat", "runner": "generate", "convert": None,
+     "args_extra": {"max-model-len": 4096}, "check_argv": ["/models/chat", "--served-model-name", "chat", "--port", 8001]},
+    {"name": "embed", "path": "/srv/llmfleet/models/embed", "runner": "pooling", "convert": "embed", "args_extra": None,
+     "check_argv": ["/models/embed", "--runner", "pooling", "--convert", "embed"]}]
+
+
+def test_the_flag_check_takes_each_model_with_the_entry_of_llmfleet_models_a_refusal_names():
+    checked = SV.flag_check_models(SPEC_MODELS)
+    assert [(m["model"], m["runner"], m["convert"], m["model_dir"]) for m in checked] == [
+        ("chat", "generate", None, "/srv/llmfleet/models/chat"), ("embed", "pooling", "embed", "/srv/llmfleet/models/embed")]
+    assert checked[0]["args"][-1] == "8001" and checked[0]["args_extra"] == {"max-model-len": 4096}
+    assert (checked[1]["args_extra_var"], checked[1]["model_var"]) == ("args_extra of llmfleet_models embed",
+                                                                       "llmfleet_models embed")
+
+
+def test_a_host_of_one_model_is_checked_with_the_roles_own_variables():
+    one = {"model": "Qwen/Qwen3-0.6B", "args_extra": {}, "args_extra_var": "vllm_server_args_extra",
+           "model_dir": "/srv/llmfleet/model", "model_var": "llmfleet_model, model_weights_*"}
+    [checked] = SV.flag_check_models(SPEC_MODELS[:1], one)
+    assert {k: checked[k] for k in one} == one
+    assert checked["args"] == ["/models/chat", "--served-model-name", "chat", "--port", "8001"]
+    assert SV.flag_check_models([]) == []

@@ -4,9 +4,12 @@ import os
 
 import pytest
 
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.engine_memory import cudagraph_bytes_per_graph
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import normalize_config
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import (
     DEFAULT_MAX_LORA_RANK,
+    lora_cudagraph_bytes,
     lora_memory_bytes,
     lora_slot_elements,
     lora_slot_parts,
@@ -57,3 +60,12 @@ def test_adapters_are_planned_at_their_declared_rank_or_vllms_default():
     assert planned_lora([]) is None
     assert planned_lora([{"name": "a"}, {"name": "b", "rank": 64}]) == {"max_loras": 2, "max_lora_rank": 64}
     assert planned_lora([{"name": "a"}]) == {"max_loras": 1, "max_lora_rank": DEFAULT_MAX_LORA_RANK}
+
+
+def test_active_lora_doubles_the_cuda_graphs_vllm_captures():
+    # Llama-3.1-8B at 256 sequences and 8192 batched tokens: 51 PIECEWISE + 35 FULL graphs, each captured again for
+    # active LoRA (the H100 capture logged PIECEWISE=102, FULL=70); none with --enforce-eager
+    arch = normalize_config(_config("meta-llama--Llama-3.1-8B-Instruct.json"), "meta-llama/Llama-3.1-8B-Instruct")
+    plan = {"max_num_seqs": 256, "vllm_args": {"max-num-batched-tokens": 8192}}
+    assert lora_cudagraph_bytes(arch, plan) == (51 + 35) * cudagraph_bytes_per_graph(arch)
+    assert lora_cudagraph_bytes(arch, dict(plan, vllm_args={"enforce-eager": True})) == 0

@@ -11,6 +11,7 @@ import yaml
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import model_profiles as M
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
@@ -99,7 +100,7 @@ def test_mtp_turns_default_prefix_caching_off_and_says_why(pid):
     # MTP loads its head and adds one attention layer of KV
     base, _unused = rendered(pid)
     assert p["weights_bytes"] == base["weights_bytes"] + PROFILES[pid]["mtp_weights_bytes"]
-    with pytest.raises(P.PlanError, match="conflict"):
+    with pytest.raises(PlanError, match="conflict"):
         rendered(pid, features={"mtp": True, "prefix_caching": True})
 
 
@@ -113,7 +114,7 @@ def test_eplb_only_where_the_plan_enables_expert_parallelism():
     p, args = rendered("Qwen/Qwen3.5-35B-A3B-FP8", objective="latency", features={"eplb": True})
     assert p["enable_expert_parallel"] and args["enable-eplb"] is True
     assert args["eplb-config"] == {"window_size": 1000, "step_interval": 3000, "num_redundant_experts": 0}
-    with pytest.raises(P.PlanError, match="expert_parallel"):
+    with pytest.raises(PlanError, match="expert_parallel"):
         rendered("Qwen/Qwen3.5-35B-A3B-FP8", objective="throughput", features={"eplb": True})
 
 
@@ -125,7 +126,7 @@ def test_text_only_off_loads_the_vision_tower():
 
 
 def test_unknown_feature_is_refused_with_the_known_ones():
-    with pytest.raises(P.PlanError, match="tool_calling"):
+    with pytest.raises(PlanError, match="tool_calling"):
         rendered("Qwen/Qwen3.5-35B-A3B", features={"toolcalling": True})
 
 

@@ -17,8 +17,10 @@ from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list imp
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import engine_memory as EM
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import model_profiles as M
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import placement as PL
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import planned_lora
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import GIB, MIB
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.vllm_bootlog import parse_boot_log
+from ansible_collections.llmfleet.vllm.plugins.module_utils.checks import runner_flags as RF
 from ansible_collections.llmfleet.vllm.plugins.module_utils.checks.vllm_args import merge_vllm_args, render_vllm_args
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_catalogue import annotate_gpu_facts, load_catalogue
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
@@ -147,3 +149,53 @@ def test_each_process_stays_inside_its_share_and_headroom(capture):
         allowed = spec["planned"]["gpu_memory_utilization"] * total * MIB + plan["cuda_context_headroom_bytes"]
         assert mib * MIB <= allowed, (spec["instance"], mib, allowed / MIB)
     assert used * MIB <= plan["gpus"][0]["budget_bytes"] + len(order) * plan["cuda_context_headroom_bytes"]
+
+
+# The LoRA set of a capture (lora/): Llama alone with one rank-16 adapter, flagged as serve_list renders LoRA.
+LORA_CAPTURES = [c for c in CAPTURES if os.path.isdir(os.path.join(c, "lora"))]
+GRAPHS = re.compile(r"Profiling CUDA graph memory: PIECEWISE=(\d+) \(largest=\d+\), FULL=(\d+)")
+HELP_ALL = os.path.join(GPU, "vllm-h200-2026-12-01", "vllm_serve_help_all.txt")
+
+
+def lora_placed_now(capture):
+    """The LoRA set's placement by today's code, with its adapters' slots (vllm_placement's inputs' ``lora``)."""
+    [spec] = specs(os.path.join(capture, "lora"))
+    entry = dict(name=spec["model"], model=spec["config"].replace("--", "/"),
+                 max_model_len=spec["planned"]["max_model_len"], adapters=[{"name": a, "rank": 16}
+                                                                            for a in spec["adapters"]])
+    checked = model_list([entry], gpu_count=1)
+    arch = M.normalize_config(config(spec), entry["model"])
+    profile = M.profile_from_model_dir(config(spec), weights_bytes=EM.weights_from_config(arch, None),
+                                       name=entry["model"])
+    inputs = {spec["model"]: {"profile": profile, "plan_args": {"max_model_len": entry["max_model_len"]},
+                              "lora": planned_lora(entry["adapters"])}}
+    return spec, arch, PL.place(gpu_facts(capture), checked["models"], inputs)["instances"][0]
+
+
+@pytest.mark.parametrize("capture", LORA_CAPTURES, ids=os.path.basename)
+def test_the_adapter_answered_by_its_own_name_with_the_flags_the_role_renders(capture):
+    spec, _arch, inst = lora_placed_now(capture)
+    with open(HELP_ALL) as fh:
+        lora = RF.lora_args([{"name": a, "rank": 16, "path": "/root/stage/adapters/" + a} for a in spec["adapters"]],
+                            RF.flag_table(fh.read()))
+    assert render_vllm_args(merge_vllm_args(inst["vllm_args"], lora)) == spec["argv"]
+    [line] = [x for x in read(capture, "lora", "logs", "client.log").splitlines() if x.startswith("CLIENT_JSON ")]
+    got = json.loads(line.split(" ", 1)[1])
+    assert got["status"] == 200 and got["completion_tokens"] == 16
+    assert [(a["model"], a["status"], a["completion_tokens"]) for a in got["adapters"]] == [("llama-lora", 200, 16)]
+    assert sorted(got["listed"]) == sorted([spec["model"]] + spec["adapters"])
+
+
+@pytest.mark.parametrize("capture", LORA_CAPTURES, ids=os.path.basename)
+def test_the_lora_plan_is_within_1pct_of_vllms_kv_cache_and_never_above_it(capture):
+    """vLLM profiled this one (alone, no --kv-cache-memory-bytes): its KV cache after the LoRA slots and the CUDA
+    graphs it captures again for active LoRA.  A plan above it would oversell a GPU shared with another model."""
+    spec, arch, inst = lora_placed_now(capture)
+    text = read(capture, "lora", "logs", "serve_%s.log" % spec["instance"])
+    numbers = parse_boot_log(text)
+    assert 0.99 < inst["kv_cache_memory_bytes"] / float(numbers["available_kv_cache_bytes"]) <= 1.0
+    assert 0.99 < inst["kv_cache_tokens"] / float(numbers["kv_cache_tokens"]) <= 1.0
+    # the graphs twice over: the planner's capture sizes, each captured without and with active LoRA
+    piecewise = EM.capture_sizes(inst["max_num_seqs"], inst["vllm_args"]["max-num-batched-tokens"])
+    full = [s for s in piecewise if s <= inst["max_num_seqs"]]
+    assert [int(n) for n in GRAPHS.search(text).groups()] == [2 * len(piecewise), 2 * len(full)]

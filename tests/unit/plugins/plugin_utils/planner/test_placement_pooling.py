@@ -9,7 +9,7 @@ from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import model_list
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import placement as PL
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.engine_memory import weights_from_config
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import lora_memory_bytes
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.lora import lora_cudagraph_bytes, lora_memory_bytes
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import (
     normalize_config, profile_from_model_dir)
 
@@ -70,13 +70,18 @@ def test_an_embedding_model_alone_takes_a_gpu():
     assert r["fits"] and by_instance(r)["emb-0"]["gpus"] == [0]
 
 
+def _graphs(inst):
+    """The second set of CUDA graphs vLLM captures for active LoRA, for the instance's batch sizes."""
+    return lora_cudagraph_bytes(normalize_config(_config(LLAMA), LLAMA), inst)
+
+
 def test_lora_slots_come_out_of_the_kv_cache():
     models = [{"name": "chat", "model": LLAMA}]
     plain = by_instance(place("1x H100 SXM", models + [{"name": "b", "model": LLAMA}]))["chat-0"]
     lora = {"max_loras": 4, "max_lora_rank": 16}
     with_lora = by_instance(place("1x H100 SXM", models + [{"name": "b", "model": LLAMA}], lora=lora))["chat-0"]
-    taken = lora_memory_bytes(_config(LLAMA), 4, 16)
-    assert with_lora["lora_memory_bytes"] == taken == 4 * 41943040 * 2
+    taken = lora_memory_bytes(_config(LLAMA), 4, 16) + _graphs(with_lora)
+    assert with_lora["lora_memory_bytes"] == taken and 4 * 41943040 * 2 < taken
     assert with_lora["kv_cache_memory_bytes"] == plain["kv_cache_memory_bytes"] - taken
     assert with_lora["vllm_args"]["kv-cache-memory-bytes"] == with_lora["kv_cache_memory_bytes"]
     assert with_lora["kv_cache_tokens"] < plain["kv_cache_tokens"]
@@ -88,7 +93,7 @@ def test_lora_slots_come_out_of_the_kv_cache_of_a_model_alone_on_its_gpus():
     models = [{"name": "chat", "model": LLAMA}]
     plain = by_instance(place("1x H100 SXM", models))["chat-0"]
     with_lora = by_instance(place("1x H100 SXM", models, lora={"max_loras": 1, "max_lora_rank": 16}))["chat-0"]
-    taken = lora_memory_bytes(_config(LLAMA), 1, 16)
-    assert with_lora["lora_memory_bytes"] == taken > 0
+    taken = lora_memory_bytes(_config(LLAMA), 1, 16) + _graphs(with_lora)
+    assert with_lora["lora_memory_bytes"] == taken > _graphs(with_lora) > 0
     assert with_lora["kv_cache_memory_bytes"] == plain["kv_cache_memory_bytes"] - taken
     assert with_lora["kv_cache_tokens"] < plain["kv_cache_tokens"]

@@ -7,6 +7,9 @@ import sys
 import pytest
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import MIB
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.layout_search import tp_allowed
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import topology as T
@@ -67,8 +70,8 @@ def test_gated_deltanet_state_per_sequence():
 
 
 def test_tp_must_divide_the_attention_heads():
-    assert P.tp_allowed(BF16["arch"], 8)[0]
-    ok, why = P.tp_allowed(TINY["arch"], 8)
+    assert tp_allowed(BF16["arch"], 8)[0]
+    ok, why = tp_allowed(TINY["arch"], 8)
     assert not ok and "4 attention heads" in why
 
 
@@ -95,7 +98,7 @@ def test_never_tp_across_pcie_when_a_replica_fits_an_nvlink_domain():
     assert p["fits"] and p["tensor_parallel_size"] == 2
     assert p["replicas"] == [[0, 1], [2, 3]]  # the NVLink pairs, never 0+2
     assert p["enable_expert_parallel"]
-    with pytest.raises(P.PlanError, match="NVLink"):
+    with pytest.raises(PlanError, match="NVLink"):
         P.plan(facts_from_topo("aws-g6e12xl-4x-l40s-pcie-node.txt", 46068), INT4, max_model_len=8192,
                tensor_parallel_size=2)
 
@@ -105,7 +108,7 @@ def test_pcie_tp_only_when_nothing_else_fits_and_then_no_expert_parallel():
     assert p["fits"] and p["tensor_parallel_size"] == 2 and p["interconnect"] == "PHB"
     assert not p["enable_expert_parallel"] and p["vllm_args"]["enable-expert-parallel"] is None
     assert any("crosses PCIe" in r for r in p["reasons"])
-    with pytest.raises(P.PlanError, match="NVLink domain"):
+    with pytest.raises(PlanError, match="NVLink domain"):
         P.plan(T.gpu_facts_from_spec("2x RTX 4090 PCIe"), FP8, max_model_len=32768, enable_expert_parallel=True)
 
 
@@ -183,7 +186,7 @@ def test_suggestions_are_changes_that_really_fit():
 
 
 def test_too_long_context_and_old_vllm_are_refused():
-    with pytest.raises(P.PlanError, match="262144"):
+    with pytest.raises(PlanError, match="262144"):
         P.plan(h200x2(), FP8, max_model_len=300000)
     p = P.plan(h200x2(), FP8, max_model_len=8192, vllm_version="0.15.0")
     assert not p["fits"] and p["suggestions"][0]["set"] == {"vllm_version": "0.17.0"}
@@ -191,20 +194,20 @@ def test_too_long_context_and_old_vllm_are_refused():
 
 
 def test_no_gpus_without_cpu_accelerator_is_an_error():
-    with pytest.raises(P.PlanError, match="accelerator: cpu"):
+    with pytest.raises(PlanError, match="accelerator: cpu"):
         P.plan({"gpus": []}, TINY)
 
 
 # ------------------------------------------------------------------------------------------ CPU engine
 
 def test_cpu_engine_plan_for_the_tiny_model():
-    p = P.plan(None, TINY, accelerator="cpu", kv_cache_memory_bytes=64 * P.MIB, max_model_len=512)
-    assert p["fits"] and p["kv_cache_tokens"] == 64 * P.MIB // 2048
+    p = P.plan(None, TINY, accelerator="cpu", kv_cache_memory_bytes=64 * MIB, max_model_len=512)
+    assert p["fits"] and p["kv_cache_tokens"] == 64 * MIB // 2048
     assert p["replicas"] == [[]] and p["data_parallel_size"] == 1
     args = {k: v for k, v in p["vllm_args"].items() if v is not None}
-    assert args == {"kv-cache-memory-bytes": 64 * P.MIB, "max-model-len": 512, "max-num-seqs": 256,
+    assert args == {"kv-cache-memory-bytes": 64 * MIB, "max-model-len": 512, "max-num-seqs": 256,
                     "enable-prefix-caching": True}
-    with pytest.raises(P.PlanError, match="kv_cache_memory_bytes"):
+    with pytest.raises(PlanError, match="kv_cache_memory_bytes"):
         P.plan(None, TINY, accelerator="cpu")
     small = P.plan(None, TINY, accelerator="cpu", kv_cache_memory_bytes=512 * 1024, max_model_len=4096)
     assert not small["fits"]

@@ -7,6 +7,7 @@ import yaml
 
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import gpu_catalogue as C
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.units import MIB
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import capacity as CAP
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import topology as T
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import load_profiles
@@ -110,6 +111,6 @@ def test_nvidia_smi_xml_reserve_reaches_the_plan():
     xml = open(os.path.join(d, "q.xml")).read()
     assert T.parse_smi_xml(xml)["gpus"][0]["memory_reserved_mib"] == 616
     g = {"memory_total_mib": 143771, "memory_reserved_mib": 616}
-    assert CAP.cuda_total_bytes(g) == (143771 - 616) * P.MIB
+    assert CAP.cuda_total_bytes(g) == (143771 - 616) * MIB
     # Without a reserve, 1% of the total (rounded up to whole MiB) is assumed.
-    assert CAP.cuda_total_bytes({"memory_total_mib": 100000}) == (100000 - 1000) * P.MIB
+    assert CAP.cuda_total_bytes({"memory_total_mib": 100000}) == (100000 - 1000) * MIB

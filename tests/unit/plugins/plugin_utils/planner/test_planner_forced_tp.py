@@ -4,6 +4,7 @@ import os
 import pytest
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu import topology as T
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import load_profiles
 
@@ -22,18 +23,18 @@ def hgx8():
 
 def test_tp_that_does_not_divide_the_heads_says_so_even_with_enough_gpus():
     # Eight GPUs are enough for 3: the problem is the 16 attention heads, and the message must say that.
-    with pytest.raises(P.PlanError, match=r"tensor_parallel_size 3 is not possible .*does not divide the 16 "
-                                          r"attention heads; use one of 1, 2, 4, 8"):
+    with pytest.raises(PlanError, match=r"tensor_parallel_size 3 is not possible .*does not divide the 16 "
+                                        r"attention heads; use one of 1, 2, 4, 8"):
         P.plan(hgx8(), FP8, max_model_len=32768, tensor_parallel_size=3)
 
 
 def test_tp_zero_is_refused():
-    with pytest.raises(P.PlanError, match="at least 1"):
+    with pytest.raises(PlanError, match="at least 1"):
         P.plan(hgx8(), FP8, max_model_len=32768, tensor_parallel_size=0)
 
 
 def test_tp_larger_than_the_host_names_the_gpu_count():
-    with pytest.raises(P.PlanError, match="tensor_parallel_size 16 needs 16 usable GPUs; this host has 8"):
+    with pytest.raises(PlanError, match="tensor_parallel_size 16 needs 16 usable GPUs; this host has 8"):
         P.plan(hgx8(), FP8, max_model_len=32768, tensor_parallel_size=16)
 
 

@@ -4,6 +4,7 @@ import os
 import pytest
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner import planner as P
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.errors import PlanError
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.gpu_catalogue import annotate_gpu_facts, load_catalogue
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.planner.model_profiles import load_profiles
 from ansible_collections.llmfleet.vllm.plugins.module_utils.gpu.topology import gpu_facts_from_spec
@@ -70,9 +71,9 @@ def test_user_forces_replicas_and_tp():
     assert any("the user set 3 replicas" in r for r in p["reasons"])
     p = P.plan(facts, FP8, max_model_len=32768, replicas=2)
     assert p["data_parallel_size"] == 2
-    with pytest.raises(P.PlanError, match="replicas 9 needs at least 9"):
+    with pytest.raises(PlanError, match="replicas 9 needs at least 9"):
         P.plan(facts, FP8, max_model_len=32768, replicas=9)
-    with pytest.raises(P.PlanError, match="5 replicas of TP2 need 10 GPUs"):
+    with pytest.raises(PlanError, match="5 replicas of TP2 need 10 GPUs"):
         P.plan(facts, FP8, max_model_len=32768, tensor_parallel_size=2, replicas=5)
 
 
