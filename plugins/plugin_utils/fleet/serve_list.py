@@ -223,4 +223,6 @@ def flag_check_models(models, one_model=None):
                         "runner": model.get("runner"), "convert": model.get("convert") or None,
                         "args_extra": model.get("args_extra"), "args_extra_var": "args_extra of llmfleet_models " + name,
                         "model_dir": model.get("path"), "model_var": "llmfleet_models " + name})
-    return [dict(model, **dict(one_model)) for model in checked] if one_model else checked
+    checked = [dict(model, **dict(one_model)) for model in checked] if one_model else checked
+    # An option without a value is left out: the module's choices refuse None (convert of a chat model).
+    return [{k: v for k, v in model.items() if v is not None} for model in checked]

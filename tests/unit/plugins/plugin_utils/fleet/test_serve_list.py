@@ -178,7 +178,7 @@ SPEC_MODELS = [
 
 def test_the_flag_check_takes_each_model_with_the_entry_of_llmfleet_models_a_refusal_names():
     checked = SV.flag_check_models(SPEC_MODELS)
-    assert [(m["model"], m["runner"], m["convert"], m["model_dir"]) for m in checked] == [
+    assert [(m["model"], m["runner"], m.get("convert"), m["model_dir"]) for m in checked] == [
         ("chat", "generate", None, "/srv/llmfleet/models/chat"), ("embed", "pooling", "embed", "/srv/llmfleet/models/embed")]
     assert checked[0]["args"][-1] == "8001" and checked[0]["args_extra"] == {"max-model-len": 4096}
     assert (checked[1]["args_extra_var"], checked[1]["model_var"]) == ("args_extra of llmfleet_models embed",
@@ -192,3 +192,15 @@ def test_a_host_of_one_model_is_checked_with_the_roles_own_variables():
     assert {k: checked[k] for k in one} == one
     assert checked["args"] == ["/models/chat", "--served-model-name", "chat", "--port", "8001"]
     assert SV.flag_check_models([]) == []
+
+
+def test_the_flag_checks_models_pass_the_modules_own_argument_spec():
+    """A chat model has no convert: the option is left out, as the module's choices (embed, classify) refuse None."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+    from ansible_collections.llmfleet.vllm.plugins.modules.vllm_flag_check import ARGUMENT_SPEC
+
+    for one in (None, {"model": "Qwen/Qwen3-0.6B", "args_extra": None, "model_dir": "/srv/llmfleet/model"}):
+        models = SV.flag_check_models(SPEC_MODELS, one)
+        result = ArgumentSpecValidator(ARGUMENT_SPEC).validate({"image": "vllm/vllm-openai:v0.10.1", "models": models})
+        assert result.error_messages == []
+        assert [m["convert"] for m in result.validated_parameters["models"]] == [None, "embed"]
