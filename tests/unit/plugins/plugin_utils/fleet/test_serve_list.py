@@ -3,7 +3,9 @@ import json
 import os
 
 import pytest
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.llmfleet.vllm.plugins.modules.vllm_flag_check import ARGUMENT_SPEC
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import serve_list as SV
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.model_list import model_list
 
@@ -196,9 +198,6 @@ def test_a_host_of_one_model_is_checked_with_the_roles_own_variables():
 
 def test_the_flag_checks_models_pass_the_modules_own_argument_spec():
     """A chat model has no convert: the option is left out, as the module's choices (embed, classify) refuse None."""
-    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-    from ansible_collections.llmfleet.vllm.plugins.modules.vllm_flag_check import ARGUMENT_SPEC
-
     for one in (None, {"model": "Qwen/Qwen3-0.6B", "args_extra": None, "model_dir": "/srv/llmfleet/model"}):
         models = SV.flag_check_models(SPEC_MODELS, one)
         result = ArgumentSpecValidator(ARGUMENT_SPEC).validate({"image": "vllm/vllm-openai:v0.10.1", "models": models})
