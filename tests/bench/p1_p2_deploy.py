@@ -13,11 +13,15 @@ times from the task events. Needs `make testbed` first (reads .cache/testbed.env
 average and the ten slowest tasks of each run; asserts nothing about speed. The machine's load makes every number
 an upper bound: read them with the load average printed beside them.
 
-    .venv/bin/python tests/bench/p1_p2_deploy.py [--hosts 4] [--models 3] [--demo] [--keep] [--prefix llmfleet-bench]
+    .venv/bin/python tests/bench/p1_p2_deploy.py [--hosts 4] [--models 3 [--ab-rounds 3]] [--demo] [--keep]
+                                                 [--prefix llmfleet-bench] [--tasks-out tasks.json]
 
---models N also deploys one host serving N of the test bed's models at once (llmfleet_models: the tiny Qwen3-MoE, the
-tiny Llama, the tiny BERT on the pooling runner) and prints its cold deploy and no-op re-run beside the one-model
-host's, with the ratios and task-host pairs (issue #39 item 9).
+--hosts 0 skips the fleet. --models N also deploys one host serving N of the test bed's models at once
+(llmfleet_models: the tiny Qwen3-MoE, the tiny Llama, the tiny BERT on the pooling runner) and prints its cold deploy
+and no-op re-run beside the one-model host's, with the ratios and task-host pairs (issue #39 item 9): each cold run
+against the work it cannot avoid (max(pull, weights) + the engines' start, first start to last /health) and what the
+playbook adds to it (the overhead, compared). --ab-rounds N then re-runs the two hosts alternately N times each and
+prints the ratio of the medians: one pair of re-runs moves with the machine's load.
 
 The image pull runs in the background while the weights are placed (playbooks/model.yml), so "pull" is the span
 from the pull's start to the end of the wait for it: with the weights placed first it is max(pull, weights).
@@ -31,6 +35,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,15 +57,41 @@ def replica_healthy_s(host, unit="llmfleet-vllm@0.service"):
     """The replica's time to healthy as systemd saw it: from leaving 'inactive' (ExecStartPre, the container's start)
     to entering 'active' (its ExecStartPost got /health). The playbook overlaps this with other work, so no task's
     duration is it any more."""
-    out = subprocess.run(["docker", "exec", host, "systemctl", "show", unit,
-                          "--property=InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic"],
-                         capture_output=True, text=True, check=False).stdout
-    stamps = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    try:
-        left, entered = int(stamps["InactiveExitTimestampMonotonic"]), int(stamps["ActiveEnterTimestampMonotonic"])
-    except (KeyError, ValueError):
-        return None
-    return (entered - left) / 1e6 if entered > left > 0 else None
+    spans = unit_spans(host, [unit])
+    return spans[0][1] - spans[0][0] if spans else None
+
+
+def unit_spans(host, units=None):
+    """(start, healthy) in seconds of systemd's monotonic clock for each replica unit of the host (all
+    llmfleet-vllm@ units unless named) that has both timestamps."""
+    if units is None:
+        units = subprocess.run(["docker", "exec", host, "systemctl", "list-units", "llmfleet-vllm@*", "--all",
+                                "--plain", "--no-legend"], capture_output=True, text=True, check=False).stdout.split()
+        units = [u for u in units if u.startswith("llmfleet-vllm@") and u.endswith(".service")]
+    spans = []
+    for unit in units:
+        out = subprocess.run(["docker", "exec", host, "systemctl", "show", unit,
+                              "--property=InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic"],
+                             capture_output=True, text=True, check=False).stdout
+        stamps = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        try:
+            left, entered = int(stamps["InactiveExitTimestampMonotonic"]), int(stamps["ActiveEnterTimestampMonotonic"])
+        except (KeyError, ValueError):
+            continue
+        if entered > left > 0:
+            spans.append((left / 1e6, entered / 1e6))
+    return spans
+
+
+def cold_breakdown(wall, pull, weights, spans):
+    """A cold run against the work it cannot avoid: the image pull or the weights (they overlap), then the engines'
+    start from the first replica's start to the last one's /health (in the order the host needs: at once on the CPU
+    test bed, one after another on a shared GPU). overhead: what the playbook adds to that; P1: wall / unavoidable."""
+    engines = (max(end for _s, end in spans) - min(start for start, _e in spans)) if spans else 0.0
+    unavoidable = max(pull, weights) + engines
+    return {"pull_s": round(pull, 1), "weights_s": round(weights, 1), "engines_start_s": round(engines, 1),
+            "engines": len(spans), "unavoidable_s": round(unavoidable, 1), "overhead_s": round(wall - unavoidable, 1),
+            "P1": round(wall / unavoidable, 2) if unavoidable else None}
 
 
 def loadavg():
@@ -191,18 +222,35 @@ def inventory_for(hosts, models=None):
     return inventory
 
 
-def bench_many(prefix, env, count, one_cold, one_rerun, keep):
-    """Cold deploy and no-op re-run of one host serving ``count`` models, against the one-model runs (item 9: the
-    re-run at most 1.3x the one-model re-run; the cold deploy their unavoidable work plus the same fixed overhead)."""
+def alternate_reruns(targets, env, rounds):
+    """No-op re-runs of each target ({label: (inventory, hosts)}) in turn, ``rounds`` times, the order rotated each
+    round, so the machine's changing load falls on all alike: {label: [wall s]}, and the changed count over all."""
+    labels, walls, changed = list(targets), {label: [] for label in targets}, 0
+    for i in range(rounds):
+        for label in labels[i % len(labels):] + labels[:i % len(labels)]:
+            run = Run(targets[label][0], env, targets[label][1])
+            walls[label].append(round(run.wall, 1))
+            changed += run.changed + (0 if run.rc == 0 else 1000)
+    return walls, changed
+
+
+def bench_many(prefix, env, count, one, keep, rounds=0):
+    """Cold deploy and no-op re-run of one host serving ``count`` models, against the one-model runs ``one`` (cold,
+    rerun, breakdown, inventory, host) (item 9: the re-run at most 1.3x the one-model re-run; the cold deploy their
+    unavoidable work plus the same fixed overhead). rounds: then that many re-runs of each host, alternating."""
+    one_cold, one_rerun, one_breakdown, one_inventory, one_host = one
     name = "%s-m%d" % (prefix, count)
     inventory = inventory_for([name], bench_models(env, count))
     try:
         start_host(name, env["MOLECULE_HOST_IMAGE"])
         cold = Run(inventory, env, [name])
+        breakdown = cold_breakdown(cold.wall, cold.pull, cold.roles.get("model_weights", 0.0), unit_spans(name))
         rerun = Run(inventory, env, [name]) if cold.rc == 0 else None
         out = {"models": count, "models_cold_wall_s": round(cold.wall, 1), "models_cold_rc": cold.rc,
                "models_cold_load": cold.load, "models_cold_failures": cold.failures,
                "models_cold_ratio": round(cold.wall / one_cold.wall, 2),
+               "models_cold_breakdown": breakdown,
+               "models_cold_overhead_ratio": round(breakdown["overhead_s"] / one_breakdown["overhead_s"], 2),
                "models_cold_tasks": cold.task_count + cold.skipped_count}
         if rerun:
             out.update({"models_rerun_s": round(rerun.wall, 1), "models_rerun_changed": rerun.changed,
@@ -210,8 +258,14 @@ def bench_many(prefix, env, count, one_cold, one_rerun, keep):
                         "models_rerun_tasks": rerun.task_count + rerun.skipped_count,
                         "models_rerun_ratio": round(rerun.wall / one_rerun.wall, 2)})
             rerun.show_slow("re-run, one host, %d models" % count)
+        if rerun and rounds:
+            walls, changed = alternate_reruns({"one": (one_inventory, [one_host]), "many": (inventory, [name])},
+                                              env, rounds)
+            out.update({"ab_rerun_s": walls, "ab_rerun_changed": changed, "ab_rerun_load": loadavg(),
+                        "ab_rerun_ratio_of_medians": round(statistics.median(walls["many"])
+                                                           / statistics.median(walls["one"]), 2)})
         cold.show_slow("cold, one host, %d models" % count)
-        return out
+        return out, {"models_cold": cold, "models_rerun": rerun}
     finally:
         if not keep:
             remove_host(name)
@@ -257,6 +311,9 @@ def main():
     parser.add_argument("--models", type=int, default=0,
                         help="also deploy one host serving this many test-bed models (llmfleet_models, 2-3) and print "
                              "its cold deploy and re-run against the one-model host's")
+    parser.add_argument("--ab-rounds", type=int, default=0,
+                        help="with --models: then this many no-op re-runs of the one-model and the many-model host, "
+                             "alternating, and the ratio of their medians")
     parser.add_argument("--tasks-out", help="write every task's duration of each run to this JSON file")
     args = parser.parse_args()
     env = load_env(os.path.join(TOP, ".cache", "testbed.env"))
@@ -282,12 +339,13 @@ def main():
             return 1
         weights = cold.roles.get("model_weights", 0.0)
         healthy = replica_healthy_s(one) or next((cold.tasks[t] for t in HEALTH_TASKS if t in cold.tasks), 0.0)
+        breakdown = cold_breakdown(cold.wall, cold.pull, weights, unit_spans(one))
         rerun = Run(inventories[-1], env, [one])
         p1 = cold.wall / (max(cold.pull, weights) + healthy)
         result.update({
             "cold_wall_s": round(cold.wall, 1), "image_pull_s": round(cold.pull, 1),
             "weight_placement_s": round(weights, 1), "time_to_healthy_s": round(healthy, 1), "P1": round(p1, 2),
-            "cold_load": cold.load,
+            "cold_load": cold.load, "cold_breakdown": breakdown, "cold_tasks": cold.task_count + cold.skipped_count,
             "P2_s": round(rerun.wall, 1), "rerun_changed": rerun.changed, "rerun_rc": rerun.rc,
             "rerun_load": rerun.load, "rerun_tasks": rerun.task_count + rerun.skipped_count,
             "rerun_cpu_controller_s": round(rerun.cpu_controller, 1),
@@ -295,15 +353,15 @@ def main():
             "per_role_cold_s": {k: round(v, 1) for k, v in sorted(cold.roles.items(), key=lambda kv: -kv[1])},
             "per_role_rerun_s": {k: round(v, 1) for k, v in sorted(rerun.roles.items(), key=lambda kv: -kv[1])},
         })
-        if not args.keep:
+        if not args.keep and not args.models:
             remove_host(one)
         fleet_runs = None
         if fleet:
             for name in fleet:
                 start_host(name, env["MOLECULE_HOST_IMAGE"])
             inventories.append(inventory_for(fleet))
-            fleet_cold = Run(inventories[-1], env, [one])
-            fleet_rerun = Run(inventories[-1], env, [one]) if fleet_cold.rc == 0 else None
+            fleet_cold = Run(inventories[-1], env, fleet)
+            fleet_rerun = Run(inventories[-1], env, fleet) if fleet_cold.rc == 0 else None
             fleet_runs = (fleet_cold, fleet_rerun)
             result.update({
                 "fleet_hosts": len(fleet), "fleet_cold_wall_s": round(fleet_cold.wall, 1),
@@ -327,8 +385,11 @@ def main():
             if not args.keep:
                 for name in fleet:
                     remove_host(name)
+        many_runs = {}
         if args.models:
-            result.update(bench_many(args.prefix, env, args.models, cold, rerun, args.keep))
+            many, many_runs = bench_many(args.prefix, env, args.models, (cold, rerun, breakdown, inventories[0], one),
+                                         args.keep, args.ab_rounds)
+            result.update(many)
         if args.demo:
             demo_env = {k: v for k, v in env.items() if k.startswith(("ANSIBLE_", "PATH"))}
             result.update(bench_demo(args.prefix, dict(os.environ, **demo_env)))
@@ -339,15 +400,24 @@ def main():
                   if "P2_fleet_s" in result else ""),
                  ("   P5 warm = %.1f s" % result["P5_warm_s"] if "P5_warm_s" in result else ""), loadavg()))
         if "models_rerun_s" in result:
-            print("%d models on one host: cold %.1f s (%.2fx one model's), re-run %.1f s (%.2fx; changed=%d; %d vs %d "
-                  "task-host pairs)" % (args.models, result["models_cold_wall_s"], result["models_cold_ratio"],
-                                        result["models_rerun_s"], result["models_rerun_ratio"],
-                                        result["models_rerun_changed"], result["models_rerun_tasks"],
-                                        result["rerun_tasks"]))
+            many = result["models_cold_breakdown"]
+            print("%d models on one host: cold %.1f s (%.2fx one model's; unavoidable %.1f s = max(pull %.1f, weights "
+                  "%.1f) + %d engines' start %.1f s; overhead %.1f s against one model's %.1f s: %.2fx), re-run %.1f s "
+                  "(%.2fx; changed=%d; %d vs %d task-host pairs)"
+                  % (args.models, result["models_cold_wall_s"], result["models_cold_ratio"], many["unavoidable_s"],
+                     many["pull_s"], many["weights_s"], many["engines"], many["engines_start_s"], many["overhead_s"],
+                     breakdown["overhead_s"], result["models_cold_overhead_ratio"], result["models_rerun_s"],
+                     result["models_rerun_ratio"], result["models_rerun_changed"], result["models_rerun_tasks"],
+                     result["rerun_tasks"]))
+        if "ab_rerun_s" in result:
+            print("alternating no-op re-runs: one model %s s, %d models %s s; ratio of the medians %.2f (changed=%d, "
+                  "load %s)" % (result["ab_rerun_s"]["one"], args.models, result["ab_rerun_s"]["many"],
+                                result["ab_rerun_ratio_of_medians"], result["ab_rerun_changed"], result["ab_rerun_load"]))
         if args.tasks_out:
             runs = {"cold": cold, "rerun": rerun}
             if fleet_runs:
                 runs.update({"fleet_cold": fleet_runs[0], "fleet_rerun": fleet_runs[1]})
+            runs.update(many_runs)
             with open(args.tasks_out, "w") as fh:
                 json.dump({name: {"wall_s": run.wall, "load": run.load, "tasks": run.slow}
                            for name, run in runs.items() if run}, fh, indent=1)
@@ -358,6 +428,7 @@ def main():
         ok = rerun.rc == 0 and rerun.changed == 0
         if args.models:
             ok = ok and result.get("models_rerun_rc") == 0 and result.get("models_rerun_changed") == 0
+            ok = ok and result.get("ab_rerun_changed", 0) == 0
         if fleet_runs:
             ok = ok and fleet_runs[1] is not None and fleet_runs[1].rc == 0 and fleet_runs[1].changed == 0
         return 0 if ok else 1

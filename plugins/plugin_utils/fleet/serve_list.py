@@ -81,22 +81,20 @@ def _placed(placement, name):
 
 def cpu_placement(entries):
     """llmfleet_placement's shape on the CPU engine (no GPU to place on): each entry's replicas (at least one),
-    named by model_list.instance_name, without GPUs or flags of their own. They share the host's cores as
-    co-tenants of a GPU share it: each starts once the one before it is healthy (two CPU engines starting at once
-    on 2 cores failed to initialise, tests/integration/test_pooling_lora_cpu.py)."""
+    named by model_list.instance_name, without GPUs or flags of their own; they start together."""
     instances = [{"model": e["name"], "instance": instance_name(e, n), "gpus": [], "tensor_parallel_size": 1,
                   "runner": e.get("runner") or "generate", "start_after": [], "vllm_args": {}}
                  for e in entries for n in range(int(e.get("replicas") or 0) or 1)]
-    for before, instance in zip(instances, instances[1:]):
-        instance["start_after"] = [before["instance"]]
     return {"fits": True, "problems": [], "instances": instances, "gpus": [],
             "start_order": [i["instance"] for i in instances]}
 
 
 def _entry_replicas(entry, placed, accelerator):
-    """[(instance, gpus, args, start_after)] of one entry: its instances of the placement (cpu: cpu_placement's of
-    all entries, each after the one before)."""
-    if accelerator == "gpu" and not placed:
+    """[(instance, gpus, args, start_after)] of one entry: the placement's instances on GPUs, else (cpu) the entry's
+    replicas without GPUs."""
+    if accelerator != "gpu":
+        placed = cpu_placement([entry])["instances"]
+    elif not placed:
         raise ServeListError("llmfleet_models entry %s has no instance in llmfleet_placement: run the preflight "
                              "role (playbooks/site.yml or preflight.yml) before vllm_server" % entry["name"])
     return [(str(i["instance"]), [int(g) for g in i.get("gpus") or []], dict(i.get("vllm_args") or {}),
@@ -170,7 +168,7 @@ def list_models(entries, base, serve, accelerator):
     recorded_ports, first_port, adapter_paths, adapter_configs, flag_help (the image's help text; '': unknown)}.
     Returns (models, ports: {instance: port})."""
     table = RF.flag_table(serve["flag_help"]) if serve.get("flag_help") else RECENT_FLAGS
-    placement = serve.get("placement") if accelerator == "gpu" else cpu_placement(entries)
+    placement = serve.get("placement") or {}
     paths = dict(serve.get("model_paths") or {})
     per_entry = [(entry, _entry_replicas(entry, _placed(placement, entry["name"]), accelerator)) for entry in entries]
     names = [r[0] for _entry, replicas in per_entry for r in replicas]
@@ -219,10 +217,11 @@ def flag_check_models(models, one_model=None):
     checked = []
     for model in models or []:
         name = str(model.get("name") or "")
-        checked.append({"model": name, "args": [str(a) for a in model.get("check_argv") or []],
-                        "runner": model.get("runner"), "convert": model.get("convert") or None,
-                        "args_extra": model.get("args_extra"), "args_extra_var": "args_extra of llmfleet_models " + name,
-                        "model_dir": model.get("path"), "model_var": "llmfleet_models " + name})
-    checked = [dict(model, **dict(one_model)) for model in checked] if one_model else checked
-    # An option without a value is left out: the module's choices refuse None (convert of a chat model).
-    return [{k: v for k, v in model.items() if v is not None} for model in checked]
+        item = {"model": name, "args": [str(a) for a in model.get("check_argv") or []], "runner": model.get("runner"),
+                "args_extra": model.get("args_extra"), "args_extra_var": "args_extra of llmfleet_models " + name,
+                "model_dir": model.get("path"), "model_var": "llmfleet_models " + name}
+        # Only a pooling model has one: the module's choices refuse a null convert (ansible-core 2.19).
+        if model.get("convert"):
+            item["convert"] = model["convert"]
+        checked.append(item)
+    return [dict(model, **dict(one_model)) for model in checked] if one_model else checked
