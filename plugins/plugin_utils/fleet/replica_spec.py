@@ -348,6 +348,10 @@ def _host_lists(out, host, ports):
     # The edge's and the watchdog's view of the replicas (a headless rank has neither).
     plain = [{"name": r["name"], "port": r["ports"]["client"]} for r in api]
     out["edge_members"] = [dict(m, model=r["model"]) for m, r in zip(SL.edge_members(plain, bind, out["port_offset"]), api)]
+    if out["many"]:
+        # The edge routes an adapter's name to its base model's replicas (and lists it in /v1/models).
+        adapters = {m["name"]: list(m["adapters"]) for m in out["models"]}
+        out["edge_members"] = [dict(m, adapters=adapters[m["model"]]) for m in out["edge_members"]]
     out["watchdog_targets"] = SL.watchdog_targets(plain, out["health_base"], out["port_offset"], out["config_dir"])
     if out["many"]:
         # Each replica is probed with its own model's name, by its kind, and never restarted while a co-tenant of

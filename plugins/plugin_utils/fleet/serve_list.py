@@ -81,20 +81,22 @@ def _placed(placement, name):
 
 def cpu_placement(entries):
     """llmfleet_placement's shape on the CPU engine (no GPU to place on): each entry's replicas (at least one),
-    named by model_list.instance_name, without GPUs or flags of their own; they start together."""
+    named by model_list.instance_name, without GPUs or flags of their own. They share the host's cores as
+    co-tenants of a GPU share it: each starts once the one before it is healthy (two CPU engines starting at once
+    on 2 cores failed to initialise, tests/integration/test_pooling_lora_cpu.py)."""
     instances = [{"model": e["name"], "instance": instance_name(e, n), "gpus": [], "tensor_parallel_size": 1,
                   "runner": e.get("runner") or "generate", "start_after": [], "vllm_args": {}}
                  for e in entries for n in range(int(e.get("replicas") or 0) or 1)]
+    for before, instance in zip(instances, instances[1:]):
+        instance["start_after"] = [before["instance"]]
     return {"fits": True, "problems": [], "instances": instances, "gpus": [],
             "start_order": [i["instance"] for i in instances]}
 
 
 def _entry_replicas(entry, placed, accelerator):
-    """[(instance, gpus, args, start_after)] of one entry: the placement's instances on GPUs, else (cpu) the entry's
-    replicas without GPUs."""
-    if accelerator != "gpu":
-        placed = cpu_placement([entry])["instances"]
-    elif not placed:
+    """[(instance, gpus, args, start_after)] of one entry: its instances of the placement (cpu: cpu_placement's of
+    all entries, each after the one before)."""
+    if accelerator == "gpu" and not placed:
         raise ServeListError("llmfleet_models entry %s has no instance in llmfleet_placement: run the preflight "
                              "role (playbooks/site.yml or preflight.yml) before vllm_server" % entry["name"])
     return [(str(i["instance"]), [int(g) for g in i.get("gpus") or []], dict(i.get("vllm_args") or {}),
@@ -168,7 +170,7 @@ def list_models(entries, base, serve, accelerator):
     recorded_ports, first_port, adapter_paths, adapter_configs, flag_help (the image's help text; '': unknown)}.
     Returns (models, ports: {instance: port})."""
     table = RF.flag_table(serve["flag_help"]) if serve.get("flag_help") else RECENT_FLAGS
-    placement = serve.get("placement") or {}
+    placement = serve.get("placement") if accelerator == "gpu" else cpu_placement(entries)
     paths = dict(serve.get("model_paths") or {})
     per_entry = [(entry, _entry_replicas(entry, _placed(placement, entry["name"]), accelerator)) for entry in entries]
     names = [r[0] for _entry, replicas in per_entry for r in replicas]

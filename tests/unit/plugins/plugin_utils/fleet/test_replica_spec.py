@@ -254,5 +254,7 @@ def test_a_models_adapters_are_mounted_read_only_flagged_and_described():
     assert argv[argv.index("--lora-modules") + 1] == "sql=/adapters/sql" and "--enable-lora" in argv
     assert spec["models"][0]["check_argv"][-len(argv):] == argv
     assert spec["models_described"][0]["adapters"] == ["sql"]
+    # The edge routes the adapter's name to its base model's replica.
+    assert [(m["model"], m["adapters"]) for m in spec["edge_members"]] == [("qwen", ["sql"])]
     # The shorthand mounts nothing more.
     assert not [o for o in host_spec(host(), [model()])["replicas"][0]["run"]["options"] if "/adapters/" in str(o)]

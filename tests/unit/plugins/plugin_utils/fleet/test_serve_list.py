@@ -72,6 +72,16 @@ def test_on_the_cpu_engine_each_entry_gets_its_replicas_without_gpus():
     assert [(i["model"], i["instance"], i["gpus"], i["runner"]) for i in placed["instances"]] == [
         ("qwen", "qwen-0", [], "generate"), ("qwen", "qwen-1", [], "generate"), ("emb", "emb-0", [], "pooling")]
     assert placed["fits"] and placed["start_order"] == ["qwen-0", "qwen-1", "emb-0"]
+    # the host's cores are shared: each engine starts once the one before it is healthy
+    assert [i["start_after"] for i in placed["instances"]] == [[], ["qwen-0"], ["qwen-1"]]
+
+
+def test_on_the_cpu_engine_the_replicas_of_all_entries_start_one_after_another():
+    serve = {"model_paths": {"qwen": "/m/q", "emb": "/m/e"}, "first_port": 8001, "flag_help": ""}
+    listed = entries({"name": "qwen", "model": "q"}, {"name": "emb", "model": "e", "runner": "pooling"})
+    models = SV.list_models(listed, {}, serve, "cpu")[0]
+    started = [(r["name"], r["start_after"]) for m in models for r in m["replicas"]]
+    assert started == [("qwen-0", []), ("emb-0", ["qwen-0"])]
 
 
 def test_the_models_a_gate_failed_on_come_from_its_failed_items():
