@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_model_routing import TOP, render, role_values, wait_healthy  # noqa: E402
+from test_model_routing import TOP, render, role_values  # noqa: E402
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.haproxy_config import (  # noqa: E402
     api_key_file, edge_config, edge_route_files)
@@ -123,7 +123,7 @@ def chat(edge, client=None, key=KEY):
 
 
 def ready(edge):
-    for _ in range(60):
+    for attempt in range(60):
         status, _doc = chat(edge, "balancer")
         if status == 200:
             return
