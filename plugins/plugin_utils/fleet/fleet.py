@@ -135,7 +135,9 @@ def fleet_backends(members, by_model=False):
         name = serving.get("served_model_name") or ""
         names.setdefault(name, []).append(host)
         models = _replica_model_fields(serving)
-        for index, replica in enumerate(serving["replicas"]):
+        # every model's replicas (serving.json's top-level replicas are its first model's only)
+        replicas = [replica for replica, _model in replica_models(serving)] or serving["replicas"]
+        for index, replica in enumerate(replicas):
             address = _replica_address(member, index, replica)
             port = int(replica["port"])
             key = (address, port)

@@ -156,6 +156,14 @@ def test_a_host_still_on_the_one_model_shorthand_is_a_generator_beside_a_host_of
     assert [b["name"] for b in backends if b["runner"] != "pooling"] == ["gpu1-chat-0", "gpu2-0"]
 
 
+def test_every_models_replicas_are_backends_though_the_top_level_lists_the_first_models_only():
+    # serving.json keeps the one-model keys (replicas, base_urls) for its first model; `models` lists them all
+    first_only = dict(MANY, replicas=MANY["replicas"][:1])
+    backends = fleet.fleet_backends([{"host": "gpu1", "address": "10.0.0.1", "serving": first_only}], by_model=True)
+    assert [(b["name"], b["model"], b["port"]) for b in backends] == [
+        ("gpu1-chat-0", "chat", 18000), ("gpu1-emb-0", "emb", 18001)]
+
+
 def test_haproxy_show_stat_rejects_other_text():
     with pytest.raises(fleet.FleetError, match="show stat"):
         fleet.haproxy_servers("Unknown command", "llmfleet_vllm")

@@ -29,8 +29,9 @@ def test_the_balancer_and_diagnose_read_the_same_pairing():
     serving = {"served_model_name": "chat", "replicas": CHAT["replicas"], "models": [CHAT, EMBED]}
     backends = fleet.fleet_backends([{"host": "gpu1", "address": "10.0.0.1", "serving": dict(serving, edge=True)}])
     per_replica = served_models.replica_models(serving)
-    # fleet_backends lists the top-level (first model's) replicas; each names the model diagnose reads for it.
+    # fleet_backends lists every model's replicas; each names the model diagnose reads for it.
     assert [(b["replica"], b["model"], b["edge_port"]) for b in backends] == [
-        ("chat-0", "chat", 8000), ("chat-1", "chat", 8000)]
-    assert {b["replica"]: per_replica[b["replica"]]["name"] for b in backends} == {"chat-0": "chat", "chat-1": "chat"}
+        ("chat-0", "chat", 8000), ("chat-1", "chat", 8000), ("embed-0", "embed", 8000)]
+    assert {b["replica"]: per_replica[b["replica"]]["name"] for b in backends} == {
+        "chat-0": "chat", "chat-1": "chat", "embed-0": "embed"}
     assert per_replica["embed-0"] == {"name": "embed", "model_path": "/srv/llmfleet/models/embed"}
