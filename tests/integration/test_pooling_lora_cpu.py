@@ -38,7 +38,11 @@ RERANK_DIR = ENV.get("LLMFLEET_TEST_RERANK_MODEL_DIR", "")
 ADAPTERS = dict(e.split("=", 1) for e in (ENV.get("LLMFLEET_TEST_LORA_ADAPTER_DIRS") or "").split(",") if "=" in e)
 ARCHS = dict(e.split("=", 1) for e in (ENV.get("LLMFLEET_TEST_ARCH_MODEL_DIRS") or "").split(",") if "=" in e)
 START_TIMEOUT_S = float(os.environ.get("LLMFLEET_TEST_VLLM_START_TIMEOUT", "600"))
-FAST = ["--enforce-eager", "--distributed-executor-backend", "uni", "--max-model-len", "512"]
+# On the CPU engine --gpu-memory-utilization is the share of the machine's memory it reserves, and it refuses to start
+# when less than that is free (cpu_worker: "Available memory on node 0 ... is less than desired CPU memory
+# utilization (0.92, ...)"): the engines these tiny models need fit a small share, whatever else the test bed runs.
+FAST = ["--enforce-eager", "--distributed-executor-backend", "uni", "--max-model-len", "512",
+        "--gpu-memory-utilization", "0.3"]
 
 pytestmark = [
     pytest.mark.integration,
