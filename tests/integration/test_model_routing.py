@@ -118,11 +118,16 @@ def balancer_setup(tmp):
         (tmp / Path(entry["path"]).name).write_text(entry["content"])
 
 
+def haproxy_image():
+    """The test bed's HAProxy 2.6 image (tests/images/haproxy), built when missing."""
+    return subprocess.run([str(TOP / "tests" / "testbed" / "image.sh"), "haproxy"], check=True, capture_output=True,
+                          text=True).stdout.strip().splitlines()[-1]
+
+
 @pytest.fixture(scope="module")
 def proxies(tmp_path_factory):
     """One container: the stand-ins, the edge (port 8000) and the balancer (port 8080)."""
-    image = subprocess.run([str(TOP / "tests" / "testbed" / "image.sh"), "haproxy"], check=True, capture_output=True,
-                           text=True).stdout.strip().splitlines()[-1]
+    image = haproxy_image()
     tmp = tmp_path_factory.mktemp("haproxy")
     edge_setup(tmp)
     balancer_setup(tmp)

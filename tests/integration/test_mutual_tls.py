@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_model_routing import TOP, render, role_values  # noqa: E402
+from test_model_routing import haproxy_image, render, role_values  # noqa: E402
 
 from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.haproxy_config import (  # noqa: E402
     api_key_file, edge_config, edge_route_files)
@@ -83,8 +83,7 @@ def edge_setup(tmp):
 
 @pytest.fixture(scope="module")
 def edge(tmp_path_factory):
-    image = subprocess.run([str(TOP / "tests" / "testbed" / "image.sh"), "haproxy"], check=True, capture_output=True,
-                           text=True).stdout.strip().splitlines()[-1]
+    image = haproxy_image()
     tmp = tmp_path_factory.mktemp("mtls")
     make_certificates(tmp)
     edge_setup(tmp)
