@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import roll
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet import model_list, roll
 
 # Each filter's documentation: plugins/filter/<filter name>.yml.
 
@@ -23,10 +23,37 @@ def roll_batches(hosts, hostvars, groups, group_var="llmfleet_model_group"):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def _served_names(host_vars):
+    """The served names of a host's models, from its inventory variables (llmfleet_models, else the shorthand's)."""
+    entries = host_vars.get("llmfleet_models")
+    if entries is None:
+        shorthand = {var: host_vars.get(var) for var in model_list.SHORTHAND_VARIABLES.values()}
+        entries = [model_list.shorthand_entry(shorthand)]
+    return [e.get("name") for e in entries or [] if isinstance(e, dict)]
+
+
+def roll_hosts(hosts, hostvars, models=None):
+    hosts = [str(h) for h in hosts or []]
+    try:
+        names = roll.roll_model_names(models)
+        host_models = {h: _served_names(hostvars[h]) for h in hosts if names and h in hostvars}
+        return roll.hosts_serving(hosts, host_models, names)
+    except roll.RollError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def roll_model_names(models):
+    try:
+        return roll.roll_model_names(models)
+    except roll.RollError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
 def roll_serial(batches):
     return roll.roll_serial(list(batches or []))
 
 
 class FilterModule:
     def filters(self):
-        return {"roll_batches": roll_batches, "roll_serial": roll_serial}
+        return {"roll_batches": roll_batches, "roll_serial": roll_serial, "roll_hosts": roll_hosts,
+                "roll_model_names": roll_model_names}

@@ -716,15 +716,16 @@ def model_a(**changes):
                  "max_model_len": 512}, **changes)
 
 
-def model_b():
-    return {"name": MODEL_B, "model": LLAMA_REPO, "revision": LLAMA_COMMIT, "max_model_len": 256}
+def model_b(**changes):
+    return dict({"name": MODEL_B, "model": LLAMA_REPO, "revision": LLAMA_COMMIT, "max_model_len": 256}, **changes)
 
 
-def write_many_models(a):
-    """The inventory directory of many models (a: model A's entry): A everywhere, A and B on the first host."""
+def write_many_models(a, b=None):
+    """The inventory directory of many models (a, b: models A's and B's entries): A everywhere, A and B on the first
+    host."""
     root = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "many-models-inventory")
     for sub, name, data in (("group_vars", "all", {"llmfleet_models": [a]}),
-                            ("host_vars", GPUS[0], {"llmfleet_models": [a, model_b()]})):
+                            ("host_vars", GPUS[0], {"llmfleet_models": [a, b or model_b()]})):
         os.makedirs(os.path.join(root, sub), exist_ok=True)
         with open(os.path.join(root, sub, name + ".yml"), "w") as handle:
             json.dump(data, handle)  # JSON is YAML
@@ -832,6 +833,38 @@ def test_a_rolling_upgrade_of_model_a_fails_no_request_and_leaves_model_b_untouc
     assert "LLMFLEET_ROLL_MARK" not in on(GPUS[0], "cat /etc/llmfleet/vllm-%s-0.env" % MODEL_B).stdout
     assert_no_request_failed(summary)
     wait_for_model_backends_up()
+
+
+@pytest.mark.skipif(not (HUB_REPO and LLAMA_REPO), reason="needs the test bed's hub mirror with the tiny Llama")
+def test_a_roll_of_model_b_restarts_only_its_one_host_and_no_request_fails():
+    """upgrade.yml -e upgrade_models=[B] (key=value, as a user types it) with a change to B's entry: B, which only the
+    first host serves, restarts there; the second host is not rolled at all (it serves no B: before, the roll failed
+    there), and A's containers on both hosts keep their start time while A's requests go through. (B has one replica:
+    it is out of the balancer while it restarts, so only A carries traffic here.)"""
+    assert _MANY, "runs after test_the_fleet_serves_model_a_on_both_hosts_and_model_b_on_one_behind_one_endpoint"
+    a_before = {h: instance(h, MODEL) for h in GPUS}
+    b_before = instance(GPUS[0], MODEL_B)
+    write_many_models(model_a(env={"LLMFLEET_ROLL_MARK": "1"}), model_b(env={"LLMFLEET_ROLL_MARK_B": "1"}))
+    traffic = Traffic({"model_a": (balancer_url() + "/v1", MODEL)}, workers=2, streams=1).start()
+    try:
+        result = playbook("upgrade.yml", "-e", "upgrade_models=[%s]" % MODEL_B)
+    finally:
+        summary = traffic.stop()
+    times = host_times(result.stdout)
+    a_after = {h: instance(h, MODEL) for h in GPUS}
+    b_after = instance(GPUS[0], MODEL_B)
+    record("roll_model_b", {"playbook_rc": result.returncode, "playbook_seconds": result.seconds, "requests": summary,
+                            "seconds_per_host": {h: t[0] for h, t in times.items()},
+                            "model_b_started_at": [b_before[1], b_after and b_after[1]],
+                            "model_a_started_at": {h: [a_before[h][1], a_after[h] and a_after[h][1]] for h in GPUS}})
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert sorted(times) == [GPUS[0]], times
+    assert b_after[2] and b_after[1] != b_before[1], (b_before, b_after)
+    assert a_after == a_before, "model A's containers were restarted by a roll of model B"
+    assert "LLMFLEET_ROLL_MARK_B" in on(GPUS[0], "cat /etc/llmfleet/vllm-%s-0.env" % MODEL_B).stdout
+    assert_no_request_failed(summary)
+    wait_for_model_backends_up()
+    assert chat(balancer_url(), MODEL_B)[0] == 200
 
 
 @pytest.mark.skipif(not (HUB_REPO and LLAMA_REPO), reason="needs the test bed's hub mirror with the tiny Llama")

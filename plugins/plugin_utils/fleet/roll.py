@@ -11,6 +11,8 @@ version cannot form the group with the new ones), so a group the play holds only
 
   roll_batches(hosts, host_groups, group_members) -> [[host, ...], ...]   (each host in exactly one batch)
   roll_serial(batches)                            -> [size, ...]          (a play's ``serial`` list)
+  roll_model_names(value)                         -> [name, ...]          (upgrade_models as given, as a list)
+  hosts_serving(hosts, host_models, models)       -> [host, ...]          (the hosts a roll of some models restarts)
 
 ansible-core's ``serial`` takes a list of batch sizes (the last one repeats) and cuts the play's hosts in their
 order, so the play's hosts must come in the batches' order: upgrade.yml adds them to an in-memory group in that
@@ -73,3 +75,37 @@ def roll_batches(hosts, host_groups, group_members, group_var="llmfleet_model_gr
 def roll_serial(batches):
     """The ``serial`` list of a play whose hosts come in the batches' order: each batch's size."""
     return [len(batch) for batch in batches or [] if batch]
+
+
+def roll_model_names(value):
+    """``upgrade_models`` as a list of names. ``-e upgrade_models=[a,b]`` (key=value) arrives as the string
+    ``"[a,b]"``, and a string would match models by substring downstream: a string is split on commas, brackets and
+    quotes dropped. None or empty: no names (every model rolls)."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        value = value.strip().strip("[]").split(",")
+    if not isinstance(value, (list, tuple)):
+        raise RollError("upgrade_models must be a list of served model names, e.g. -e '{\"upgrade_models\": "
+                        "[\"chat\"]}', got %r. Nothing was changed." % (value,))
+    names = [str(v).strip().strip("'\"").strip() for v in value]
+    return [n for n in names if n]
+
+
+def hosts_serving(hosts, host_models, models):
+    """The hosts a roll of ``models`` restarts, in the play's order: those that serve at least one of them (all the
+    hosts when ``models`` is empty). ``host_models``: {host: [the served names of its models]}. A host that serves
+    none of them is not rolled at all (no pull, no drain, no restart). Raises RollError, before anything changes,
+    for a name that no host of the run serves."""
+    hosts = [str(h) for h in hosts or []]
+    wanted = roll_model_names(models)
+    if not wanted:
+        return hosts
+    served = {h: set(str(m) for m in host_models.get(h) or []) for h in hosts}
+    everywhere = set().union(*served.values()) if served else set()
+    unknown = [m for m in wanted if m not in everywhere]
+    if unknown:
+        raise RollError("upgrade_models names %s, which no host of this run serves (they serve: %s). Name models of "
+                        "llmfleet_models by their served names (or widen --limit). Nothing was changed."
+                        % (", ".join(unknown), ", ".join(sorted(everywhere)) or "none"))
+    return [h for h in hosts if served[h] & set(wanted)]

@@ -10,7 +10,8 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.roll import RollError, roll_batches, roll_serial
+from ansible_collections.llmfleet.vllm.plugins.plugin_utils.fleet.roll import (
+    RollError, hosts_serving, roll_batches, roll_model_names, roll_serial)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 
@@ -38,6 +39,33 @@ def test_batches_of_the_batched_order_are_the_same_batches():
     batches = roll_batches(HOSTS, HOST_GROUPS, GROUPS)
     ordered = [h for b in batches for h in b]
     assert roll_batches(ordered, HOST_GROUPS, GROUPS) == batches
+
+
+def test_upgrade_models_as_key_value_or_json_are_the_same_names():
+    """-e upgrade_models=[a,b] arrives as the string "[a,b]": taken as a list, never matched by substring."""
+    assert roll_model_names("[chat, embed]") == ["chat", "embed"]
+    assert roll_model_names("chat") == ["chat"]
+    assert roll_model_names(["chat", "embed"]) == ["chat", "embed"]
+    assert roll_model_names("['chat','embed']") == ["chat", "embed"]
+    assert roll_model_names(None) == [] and roll_model_names("") == [] and roll_model_names("[]") == []
+    with pytest.raises(RollError, match=r"upgrade_models must be a list.*got 3"):
+        roll_model_names(3)
+
+
+def test_a_roll_of_some_models_restarts_only_the_hosts_that_serve_them():
+    served = {"h1": ["chat", "embed"], "h2": ["chat"], "h3": ["rerank"]}
+    assert hosts_serving(["h1", "h2", "h3"], served, ["embed"]) == ["h1"]
+    assert hosts_serving(["h1", "h2", "h3"], served, ["chat"]) == ["h1", "h2"]
+    assert hosts_serving(["h3", "h1", "h2"], served, ["rerank", "embed"]) == ["h3", "h1"]
+    assert hosts_serving(["h1", "h2", "h3"], served, []) == ["h1", "h2", "h3"]
+
+
+def test_a_roll_of_a_model_no_host_serves_is_refused_naming_what_they_serve():
+    with pytest.raises(RollError) as err:
+        hosts_serving(["h1", "h2"], {"h1": ["chat", "embed"], "h2": ["chat"]}, ["embd", "chat"])
+    text = str(err.value)
+    assert "upgrade_models names embd," in text and "they serve: chat, embed" in text
+    assert "Nothing was changed" in text
 
 
 def test_a_group_split_by_the_limit_is_refused_naming_it_and_the_fix():
@@ -98,12 +126,16 @@ def _upgrade_batching_playbook(tmp_path):
     return path
 
 
-def _run(tmp_path, *extra):
+def _run(tmp_path, *extra, inventory=None):
     pb = _upgrade_batching_playbook(tmp_path)
+    inventory_file = tmp_path / "inventory.ini"
+    if inventory is not None:
+        inventory_file = tmp_path / "inventory.yml"
+        inventory_file.write_text(inventory)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "collections"),
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json")
     r = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-                        "-i", str(tmp_path / "inventory.ini"), "-e", "ansible_python_interpreter=%s" % sys.executable,
+                        "-i", str(inventory_file), "-e", "ansible_python_interpreter=%s" % sys.executable,
                         str(pb)] + list(extra), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
                        check=False)
     return r, json.loads(r.stdout)
@@ -129,3 +161,44 @@ def test_upgrade_yml_refuses_a_limit_that_splits_a_group_before_the_roll(tmp_pat
     assert len(out["plays"]) == 1, "the roll must not start"
     result = list(out["plays"][0]["tasks"][0]["hosts"].values())[0]
     assert result.get("failed") and "leaves out g1b" in result["msg"] and "--limit g1" in result["msg"]
+
+
+MANY_MODELS_INVENTORY = """
+all:
+  vars:
+    ansible_connection: local
+  children:
+    gpu_nodes:
+      hosts:
+        gpu1:
+          llmfleet_models: [{name: chat, model: org/chat}, {name: embed, model: org/embed, runner: pooling}]
+        gpu2:
+          llmfleet_models: [{name: chat, model: org/chat}]
+        old:
+          llmfleet_model: org/Legacy-7B
+"""
+
+
+def _batches(out):
+    return [list(task["tasks"][0]["hosts"].values())[0]["msg"] for task in out["plays"][1:]]
+
+
+@pytest.mark.parametrize("models, rolled", [
+    ('{"upgrade_models": ["embed"]}', [["gpu1"]]),
+    ("upgrade_models=[chat]", [["gpu1"], ["gpu2"]]),
+    ("upgrade_models=Legacy-7B", [["old"]]),
+    ("upgrade_models=[]", [["gpu1"], ["gpu2"], ["old"]]),
+])
+def test_upgrade_yml_rolls_only_the_hosts_that_serve_the_named_models(tmp_path, models, rolled):
+    """The bug this fixes: -e upgrade_models=[embed] failed on gpu2, which serves no embed, after gpu1 had rolled."""
+    r, out = _run(tmp_path, "-e", models, inventory=MANY_MODELS_INVENTORY)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert _batches(out) == rolled
+
+
+def test_upgrade_yml_refuses_a_model_no_host_serves_before_the_roll(tmp_path):
+    r, out = _run(tmp_path, "-e", "upgrade_models=[chat,rerank]", inventory=MANY_MODELS_INVENTORY)
+    assert r.returncode != 0
+    assert len(out["plays"]) == 1, "the roll must not start"
+    result = list(out["plays"][0]["tasks"][0]["hosts"].values())[0]
+    assert "upgrade_models names rerank" in result["msg"] and "they serve: Legacy-7B, chat, embed)" in result["msg"]
