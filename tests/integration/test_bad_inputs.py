@@ -352,6 +352,32 @@ CASES = [
          {"verify_max_tokens": "lots"}, ["verify_max_tokens", "int"]),
 ]
 
+# llmfleet_models (issue #39): the list's own rules, refused by preflight on either engine before anything changes.
+TINY = "llmfleet-test/tiny-qwen3-moe"
+CASES += [
+    case("models-duplicate-name", "two entries with one served name", role_play("preflight"), PRE_CPU,
+         {"llmfleet_models": [{"name": "chat", "model": TINY}, {"name": "chat", "model": TINY, "max_model_len": 256}]},
+         ["llmfleet_models[1] (chat): name 'chat' is already the name of llmfleet_models[0]"]),
+    case("models-name-not-a-unit-name", "a served name that cannot be a unit or map key", role_play("preflight"),
+         PRE_CPU, {"llmfleet_models": [{"name": "chat model/v2", "model": TINY}]}, ["'chat model/v2'", "name"]),
+    case("models-unknown-key", "a misspelt key of an entry", role_play("preflight"), PRE_CPU,
+         {"llmfleet_models": [{"name": "chat", "model": TINY, "max_model_length": 512}]},
+         ["max_model_length", "max_model_len"]),
+    case("models-empty", "an empty list", role_play("preflight"), PRE_CPU, {"llmfleet_models": []},
+         ["llmfleet_models is an empty list"]),
+    case("models-one-dir-two-contents", "two models written to one weights_dir", role_play("preflight"), PRE_CPU,
+         {"llmfleet_models": [{"name": "a", "model": TINY, "weights_dir": "/srv/llmfleet/models/x"},
+                              {"name": "b", "model": "llmfleet-test/tiny-llama", "weights_dir": "/srv/llmfleet/models/x"}]},
+         ["/srv/llmfleet/models/x"]),
+    case("models-shares-above-one", "the shares of one GPU add up to more than the GPU", role_play("preflight"),
+         PRE_CPU, {"llmfleet_models": [{"name": "a", "model": TINY, "gpus": [0], "gpu_share": 0.6},
+                                       {"name": "b", "model": TINY, "gpus": [0], "gpu_share": 0.6}]},
+         ["GPU 0: the shares of llmfleet_models[0] (a) (0.6), llmfleet_models[1] (b) (0.6) add up to 1.2"]),
+    case("models-gpus-outside-the-host", "a GPU index the host does not have", role_play("preflight"), PRE_GPU,
+         {"llmfleet_models": [{"name": "big", "model": "Qwen/Qwen3.5-35B-A3B-FP8", "gpus": [5]}]},
+         ["llmfleet_models[0] (big)", "gpus"], env=capture("h200x2")),
+]
+
 WEIGHTS_CASES = [
     case("weights-dir-relative", "relative model_weights_dir", role_play("model_weights"), WEIGHTS,
          {"model_weights_dir": "models/tiny"}, ["model_weights_dir must be an absolute path", "models/tiny"]),
@@ -452,6 +478,9 @@ CONTROLS = [
                                               vllm_server_port_base=55535, llmfleet_tensor_parallel_size=1,
                                               loadbalancer_api_keys=["a-good-key-1234"], model_weights_token="hf_x"),
                  {}, id="preflight-secrets-image-ports-set"),
+    pytest.param(role_play("preflight"), dict(PRE_CPU, llmfleet_models=[
+        {"name": "chat", "model": TINY}, {"name": "chat-short", "model": TINY, "max_model_len": 256}]),
+                 {}, id="preflight-cpu-many-models"),
 ]
 
 
