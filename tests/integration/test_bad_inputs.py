@@ -466,6 +466,7 @@ def test_port_already_in_use_is_refused(busy_port, request):
 
 # ---- controls: the same plays with good inputs pass, so each refusal above is the bad value's ---------------
 
+MANY_GOOD = [{"name": "chat", "model": TINY}, {"name": "chat-short", "model": TINY, "max_model_len": 256}]
 CONTROLS = [
     pytest.param(role_play("preflight"), PRE_CPU, {}, id="preflight-cpu"),
     pytest.param(role_play("preflight"), PRE_GPU, capture("h200x2"), id="preflight-gpu"),
@@ -478,9 +479,7 @@ CONTROLS = [
                                               vllm_server_port_base=55535, llmfleet_tensor_parallel_size=1,
                                               loadbalancer_api_keys=["a-good-key-1234"], model_weights_token="hf_x"),
                  {}, id="preflight-secrets-image-ports-set"),
-    pytest.param(role_play("preflight"), dict(PRE_CPU, llmfleet_models=[
-        {"name": "chat", "model": TINY}, {"name": "chat-short", "model": TINY, "max_model_len": 256}]),
-                 {}, id="preflight-cpu-many-models"),
+    pytest.param(role_play("preflight"), dict(PRE_CPU, llmfleet_models=MANY_GOOD), {}, id="preflight-cpu-many-models"),
 ]
 
 
