@@ -811,28 +811,34 @@ def wait_for_model_backends_up(timeout=180):
         time.sleep(2)
 
 
+def roll_under_traffic(key, upgrade_models, targets):
+    """upgrade.yml -e <upgrade_models> while Traffic(targets) runs, recorded under key: (the run, the traffic summary,
+    {host: (seconds, seconds out)}, (A's replicas by host, B's) before, the same after)."""
+    before = ({h: instance(h, MODEL) for h in GPUS}, instance(GPUS[0], MODEL_B))
+    traffic = Traffic(targets, workers=2, streams=1).start()
+    try:
+        result = playbook("upgrade.yml", "-e", upgrade_models)
+    finally:
+        summary = traffic.stop()
+    times = host_times(result.stdout)
+    after = ({h: instance(h, MODEL) for h in GPUS}, instance(GPUS[0], MODEL_B))
+    record(key, {"playbook_rc": result.returncode, "playbook_seconds": result.seconds, "requests": summary,
+                 "seconds_per_host": {h: t[0] for h, t in times.items()},
+                 "model_b_started_at": [before[1][1], after[1] and after[1][1]],
+                 "model_a_started_at": {h: [before[0][h][1], after[0][h] and after[0][h][1]] for h in GPUS}})
+    return result, summary, times, before, after
+
+
 @pytest.mark.skipif(not (HUB_REPO and LLAMA_REPO), reason="needs the test bed's hub mirror with the tiny Llama")
 def test_a_rolling_upgrade_of_model_a_fails_no_request_and_leaves_model_b_untouched():
     """upgrade.yml -e upgrade_models=[A] with a change to A's entry (an environment variable of its own) while requests
     and streams of A and of B go through the balancer: A's replicas restart on both hosts one host at a time with no
     failed request and no cut stream; B's container keeps its start time and B's requests all succeed."""
     assert _MANY, "runs after test_the_fleet_serves_model_a_on_both_hosts_and_model_b_on_one_behind_one_endpoint"
-    a_before = {h: instance(h, MODEL) for h in GPUS}
-    b_before = instance(GPUS[0], MODEL_B)
     write_many_models(model_a(env={"LLMFLEET_ROLL_MARK": "1"}))
-    traffic = Traffic({"model_a": (balancer_url() + "/v1", MODEL),
-                       "model_b": (balancer_url() + "/v1", MODEL_B, MODEL_B_STREAM_TOKENS)}, workers=2, streams=1).start()
-    try:
-        result = playbook("upgrade.yml", "-e", json.dumps({"upgrade_models": [MODEL]}))
-    finally:
-        summary = traffic.stop()
-    times = host_times(result.stdout)
-    a_after = {h: instance(h, MODEL) for h in GPUS}
-    b_after = instance(GPUS[0], MODEL_B)
-    record("roll_model_a", {"playbook_rc": result.returncode, "playbook_seconds": result.seconds, "requests": summary,
-                            "seconds_per_host": {h: t[0] for h, t in times.items()},
-                            "model_b_started_at": [b_before[1], b_after and b_after[1]],
-                            "model_a_started_at": {h: [a_before[h][1], a_after[h] and a_after[h][1]] for h in GPUS}})
+    result, summary, times, (a_before, b_before), (a_after, b_after) = roll_under_traffic(
+        "roll_model_a", json.dumps({"upgrade_models": [MODEL]}),
+        {"model_a": (balancer_url() + "/v1", MODEL), "model_b": (balancer_url() + "/v1", MODEL_B, MODEL_B_STREAM_TOKENS)})
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert sorted(times) == GPUS
     assert all(a_after[h][2] and a_after[h][1] != a_before[h][1] for h in GPUS), (a_before, a_after)
@@ -851,21 +857,9 @@ def test_a_roll_of_model_b_restarts_only_its_one_host_and_no_request_fails():
     there), and A's containers on both hosts keep their start time while A's requests go through. (B has one replica:
     it is out of the balancer while it restarts, so only A carries traffic here.)"""
     assert _MANY, "runs after test_the_fleet_serves_model_a_on_both_hosts_and_model_b_on_one_behind_one_endpoint"
-    a_before = {h: instance(h, MODEL) for h in GPUS}
-    b_before = instance(GPUS[0], MODEL_B)
     write_many_models(model_a(env={"LLMFLEET_ROLL_MARK": "1"}), model_b(env={"LLMFLEET_ROLL_MARK_B": "1"}))
-    traffic = Traffic({"model_a": (balancer_url() + "/v1", MODEL)}, workers=2, streams=1).start()
-    try:
-        result = playbook("upgrade.yml", "-e", "upgrade_models=[%s]" % MODEL_B)
-    finally:
-        summary = traffic.stop()
-    times = host_times(result.stdout)
-    a_after = {h: instance(h, MODEL) for h in GPUS}
-    b_after = instance(GPUS[0], MODEL_B)
-    record("roll_model_b", {"playbook_rc": result.returncode, "playbook_seconds": result.seconds, "requests": summary,
-                            "seconds_per_host": {h: t[0] for h, t in times.items()},
-                            "model_b_started_at": [b_before[1], b_after and b_after[1]],
-                            "model_a_started_at": {h: [a_before[h][1], a_after[h] and a_after[h][1]] for h in GPUS}})
+    result, summary, times, (a_before, b_before), (a_after, b_after) = roll_under_traffic(
+        "roll_model_b", "upgrade_models=[%s]" % MODEL_B, {"model_a": (balancer_url() + "/v1", MODEL)})
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert sorted(times) == [GPUS[0]], times
     assert b_after[2] and b_after[1] != b_before[1], (b_before, b_after)
