@@ -42,11 +42,13 @@ def roll_hosts(hosts, hostvars, models=None):
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def roll_model_names(models):
+def roll_model_names(models, host_vars=None):
     try:
-        return roll.roll_model_names(models)
+        names = roll.roll_model_names(models)
     except roll.RollError as exc:
         raise AnsibleFilterError(str(exc)) from exc
+    # On one host: only the names it serves (a roll of [a, b] reaches a host with a alone as a roll of [a]).
+    return [n for n in names if n in _served_names(host_vars)] if host_vars is not None else names
 
 
 def roll_serial(batches):

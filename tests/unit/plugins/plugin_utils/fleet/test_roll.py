@@ -118,8 +118,9 @@ def _upgrade_batching_playbook(tmp_path):
     first = plays[0]
     roll = [p for p in plays if p.get("serial") is not None][0]
     probe = {k: roll[k] for k in ("name", "hosts", "serial", "any_errors_fatal", "max_fail_percentage")}
-    probe.update({"gather_facts": False, "tasks": [
-        {"name": "batch", "ansible.builtin.debug": {"msg": "{{ ansible_play_batch }}"}, "run_once": True}]})
+    probe.update({"gather_facts": False, "vars": {"upgrade_model_names": roll["vars"]["upgrade_model_names"]}, "tasks": [
+        {"name": "batch", "ansible.builtin.debug": {"msg": "{{ ansible_play_batch }}"}, "run_once": True},
+        {"name": "models", "ansible.builtin.debug": {"msg": "{{ upgrade_model_names }}"}}]})
     path = tmp_path / "pb.yml"
     path.write_text(yaml.safe_dump([first, probe]))
     (tmp_path / "inventory.ini").write_text(INVENTORY)
@@ -202,3 +203,12 @@ def test_upgrade_yml_refuses_a_model_no_host_serves_before_the_roll(tmp_path):
     assert len(out["plays"]) == 1, "the roll must not start"
     result = list(out["plays"][0]["tasks"][0]["hosts"].values())[0]
     assert "upgrade_models names rerank" in result["msg"] and "they serve: Legacy-7B, chat, embed)" in result["msg"]
+
+
+def test_upgrade_yml_rolls_on_each_host_only_the_named_models_it_serves(tmp_path):
+    """A roll of [chat, embed]: gpu2 serves chat alone and rolls chat (the serve role refuses a name its host does
+    not serve); gpu1 rolls both."""
+    r, out = _run(tmp_path, "-e", "upgrade_models=[chat,embed]", inventory=MANY_MODELS_INVENTORY)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    names = {host: result["msg"] for play in out["plays"][1:] for host, result in play["tasks"][1]["hosts"].items()}
+    assert names == {"gpu1": ["chat", "embed"], "gpu2": ["chat"]}
